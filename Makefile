@@ -1,0 +1,48 @@
+# The two commands of the README: `make run` (the main job) and `make test` (the whole suite).
+# Both set themselves up on a fresh Debian/Ubuntu machine: system packages, .venv, the package.
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+SAMPLE_RUN := tests/data/sample-run
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+
+.PHONY: run test lint unit system-deps sample-report bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+system-deps:
+	bash tests/setup/system-packages.sh
+
+## run: render the report of the bundled sample run (real published outputs) into reports/
+run: $(STAMP)
+	rm -rf reports/sample-run && mkdir -p reports && cp -r $(SAMPLE_RUN) reports/sample-run
+	$(BIN)/gpuval report reports/sample-run; status=$$?; \
+	  echo "report: $(CURDIR)/reports/sample-run/report.html"; \
+	  [ $$status -le 1 ]
+
+## test: lint, type-check and the whole pytest suite (browser and simulated-host tests included)
+test: $(STAMP) system-deps lint
+	$(BIN)/pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests library
+	$(BIN)/ruff format --check src tests library
+	$(BIN)/mypy
+
+unit: $(STAMP)
+	$(BIN)/pytest -q tests/unit
+
+## bench: time the nccl-tests parser on ~100 MB of generated logs
+bench: $(STAMP)
+	$(PY) tests/bench/parse_speed.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,3 @@
+from gpuval.cli import main
+
+raise SystemExit(main())

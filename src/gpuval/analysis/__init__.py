@@ -1,0 +1,1 @@
+"""Judging: normalised run records in, checks with verdicts and reasons out."""

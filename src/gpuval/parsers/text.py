@@ -1,0 +1,53 @@
+"""Line and number helpers shared by the parsers: the noise every tool's output carries in the wild."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+# `mpirun --tag-output` ("[1,0]<stdout>:") and torchrun `--tee` ("[host:0]:") line prefixes
+_PREFIX = re.compile(r"^(?:\[\d+,\d+\]<(?:stdout|stderr)>:\s?|\[[^\]\s]+:\d+\]:\s?)")
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    """One line of input, with its 1-based number in the file and launcher prefixes removed."""
+
+    number: int
+    text: str
+
+
+def strip_launcher_prefix(text: str) -> str:
+    """Remove one launcher prefix (mpirun tag, torchrun tee) if present."""
+    if text[:1] != "[":
+        return text
+    return _PREFIX.sub("", text, count=1)
+
+
+def iter_lines(text: str) -> Iterator[Line]:
+    """Yield each line with carriage returns and launcher prefixes removed."""
+    for number, raw in enumerate(text.splitlines(), start=1):
+        yield Line(number, strip_launcher_prefix(raw.rstrip("\r")))
+
+
+_NUMBER_NOISE = str.maketrans("", "", "_,")
+
+
+def parse_number(token: str) -> float | None:
+    """A float from a printed cell ('1_073_741_824', '1.5e+02', '202818'); None for N/A or junk."""
+    cleaned = token.strip().translate(_NUMBER_NOISE)
+    if not cleaned or cleaned.upper() in {"N/A", "NA", "-", "NAN"}:
+        return None
+    try:
+        return float(cleaned)
+    except ValueError:
+        return None
+
+
+def parse_int(token: str) -> int | None:
+    """An integer from a printed cell; None for N/A, junk or a non-integral value."""
+    value = parse_number(token)
+    if value is None or value != int(value):
+        return None
+    return int(value)

@@ -1,0 +1,1 @@
+"""Typed records the parsers produce; one module per tool family, plus the shared base."""
