@@ -1,0 +1,285 @@
+"""Read a run folder: run.json, raw/<host>/<file> and their `<file>.meta.json` sidecars.
+
+Nothing here raises on bad content: a broken sidecar, a missing raw file or an unrecognised
+output becomes a Diagnostic naming the file (and line/column for bad JSON). Only a folder that
+cannot be a run folder at all (missing, no raw/) raises RunFolderError, with what to do.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpuval import parsers
+from gpuval.analysis.model import RawFile, Sidecar
+from gpuval.records.base import Diagnostic, ParseResult
+from gpuval.schema import validator
+
+SIDECAR_SUFFIX = ".meta.json"
+RUN_JSON = "run.json"
+
+
+class RunFolderError(Exception):
+    """The folder cannot be read as a run folder; the message says what to do."""
+
+
+@dataclass
+class RunFolder:
+    """Everything read from a run folder, before judging."""
+
+    run_dir: Path
+    meta: dict[str, Any]  # run.json, {} when absent
+    hosts: list[str]  # run.json hosts and raw/ folders, sorted
+    unreachable: list[str]  # listed in run.json, but no raw/<host>/ folder
+    files: list[RawFile]
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+    def expected_steps(self, host: str) -> list[str]:
+        expected = self.meta.get("expected")
+        steps = expected.get(host, []) if isinstance(expected, dict) else []
+        return [str(step) for step in steps] if isinstance(steps, list) else []
+
+
+def _error(message: str, source: str, line: int | None = None) -> Diagnostic:
+    return Diagnostic("error", message, source, line)
+
+
+def _warning(message: str, source: str, line: int | None = None) -> Diagnostic:
+    return Diagnostic("warning", message, source, line)
+
+
+def _load_json(path: Path, source: str) -> tuple[Any, Diagnostic | None]:
+    """A JSON document, or a diagnostic naming the file, line and column of the problem."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        return None, _error(f"cannot read: {exc.strerror or exc}", source)
+    try:
+        return json.loads(text), None
+    except json.JSONDecodeError as exc:
+        return None, _error(
+            f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})", source, exc.lineno
+        )
+
+
+def read_run_json(run_dir: Path) -> tuple[dict[str, Any], list[Diagnostic]]:
+    """run.json (optional): {} when absent; a diagnostic when unreadable or not an object."""
+    path = run_dir / RUN_JSON
+    if not path.exists():
+        return {}, [
+            _warning(
+                "no run.json: hosts and expected steps are taken from raw/ alone, "
+                "so a missing step or host cannot be noticed",
+                RUN_JSON,
+            )
+        ]
+    document, problem = _load_json(path, RUN_JSON)
+    if problem is not None:
+        return {}, [problem]
+    if not isinstance(document, dict):
+        return {}, [_error("run.json must hold a JSON object", RUN_JSON)]
+    return document, []
+
+
+def _sidecar_problems(document: Any, source: str) -> list[Diagnostic]:
+    problems = sorted(validator("sidecar").iter_errors(document), key=lambda e: list(e.path))
+    return [
+        _error(
+            f"sidecar does not match sidecar.schema.json at "
+            f"{'/'.join(map(str, p.absolute_path)) or '<root>'}: {p.message}",
+            source,
+        )
+        for p in problems
+    ]
+
+
+def sidecar_from_document(document: dict[str, Any], host: str, name: str) -> Sidecar:
+    """A Sidecar from a sidecar document; fields of the wrong type fall back to their defaults
+    (schema problems are reported separately)."""
+
+    def text(key: str) -> str | None:
+        value = document.get(key)
+        return value if isinstance(value, str) else None
+
+    def number(key: str) -> float | None:
+        value = document.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        return None
+
+    exit_code = document.get("exit_code")
+    env = document.get("env")
+    return Sidecar(
+        name=text("name") or name,
+        host=text("host") or host,
+        phase=text("phase") or "unknown",
+        raw=text("raw"),
+        command=text("command"),
+        tool=text("tool"),
+        cwd=text("cwd"),
+        env={str(k): str(v) for k, v in env.items()} if isinstance(env, dict) else {},
+        exit_code=exit_code
+        if isinstance(exit_code, int) and not isinstance(exit_code, bool)
+        else None,
+        timed_out=document.get("timed_out") is True,
+        timeout_s=number("timeout_s"),
+        started_at=text("started_at"),
+        ended_at=text("ended_at"),
+        duration_s=number("duration_s"),
+        skipped=text("skipped"),
+    )
+
+
+def read_sidecar(path: Path, run_dir: Path, host: str) -> tuple[Sidecar | None, list[Diagnostic]]:
+    """One sidecar; None (with a diagnostic) when it is not a readable JSON object."""
+    source = path.relative_to(run_dir).as_posix()
+    document, problem = _load_json(path, source)
+    if problem is not None:
+        return None, [problem]
+    if not isinstance(document, dict):
+        return None, [_error("sidecar must hold a JSON object", source)]
+    name = path.name[: -len(SIDECAR_SUFFIX)]
+    return sidecar_from_document(document, host, name), _sidecar_problems(document, source)
+
+
+def parse_raw(
+    path: Path, source: str, tool: str | None
+) -> tuple[ParseResult | None, list[Diagnostic]]:
+    """Parse one raw file as `tool` (or detect it); unreadable or unrecognised -> diagnostics."""
+    diagnostics: list[Diagnostic] = []
+    if tool is not None and tool not in parsers.known_tools():
+        diagnostics.append(
+            _warning(
+                f"sidecar names unknown tool {tool!r}; detecting the tool from the content instead",
+                source,
+            )
+        )
+        tool = None
+    try:
+        text = parsers.read_text(path)
+    except OSError as exc:
+        return None, [*diagnostics, _error(f"cannot read: {exc.strerror or exc}", source)]
+    try:
+        result = parsers.parse_text(text, source=source, tool=tool)
+    except Exception as exc:  # a parser bug must not hide the rest of the run: fail closed
+        return None, [*diagnostics, _error(f"parser crashed: {type(exc).__name__}: {exc}", source)]
+    if result is None:
+        diagnostics.append(
+            _warning(
+                "not recognised as the output of any known tool "
+                f"({', '.join(parsers.known_tools())}); kept, not judged",
+                source,
+            )
+        )
+    return result, diagnostics
+
+
+def _read_host(run_dir: Path, host_dir: Path) -> tuple[list[RawFile], list[Diagnostic]]:
+    host = host_dir.name
+    files: list[RawFile] = []
+    diagnostics: list[Diagnostic] = []
+    entries = sorted(host_dir.iterdir(), key=lambda p: p.name)
+    claimed: set[str] = set()
+    for path in entries:
+        if not path.name.endswith(SIDECAR_SUFFIX):
+            continue
+        sidecar, problems = read_sidecar(path, run_dir, host)
+        diagnostics += problems
+        if sidecar is None:
+            continue
+        if sidecar.raw is None:
+            files.append(RawFile(host, path.relative_to(run_dir).as_posix(), sidecar, None))
+            continue
+        claimed.add(sidecar.raw)
+        raw_path = host_dir / sidecar.raw
+        source = raw_path.relative_to(run_dir).as_posix()
+        if not raw_path.is_file():
+            if not sidecar.skipped:
+                diagnostics.append(
+                    _error(f"raw output {sidecar.raw!r} named by {path.name} is missing", source)
+                )
+            files.append(RawFile(host, source, sidecar, None))
+            continue
+        result, problems = parse_raw(raw_path, source, sidecar.tool)
+        diagnostics += problems
+        files.append(RawFile(host, source, sidecar, result))
+    for path in entries:
+        source = path.relative_to(run_dir).as_posix()
+        if path.name.endswith(SIDECAR_SUFFIX) or path.name in claimed:
+            continue
+        if not path.is_file():
+            diagnostics.append(_warning("not a regular file; ignored", source))
+            continue
+        diagnostics.append(
+            _warning(
+                "raw output without a sidecar: the command and exit status "
+                "are unknown; parsed by detecting the tool",
+                source,
+            )
+        )
+        result, problems = parse_raw(path, source, None)
+        diagnostics += problems
+        files.append(RawFile(host, source, None, result))
+    return files, diagnostics
+
+
+def read_run_folder(run_dir: Path) -> RunFolder:
+    """Read and parse a whole run folder. Raises RunFolderError only when it is not one."""
+    if not run_dir.exists():
+        raise RunFolderError(
+            f"{run_dir}: no such folder; pass the run folder that holds raw/ "
+            "(e.g. reports/<run-id>)"
+        )
+    if not run_dir.is_dir():
+        raise RunFolderError(f"{run_dir}: not a folder; pass the run folder that holds raw/")
+    raw_dir = run_dir / "raw"
+    if not raw_dir.is_dir():
+        raise RunFolderError(
+            f"{run_dir}: no raw/ folder; a run folder holds raw/<host>/<output> "
+            "files written by the playbook (run it first, or pass its folder)"
+        )
+    meta, diagnostics = read_run_json(run_dir)
+    files: list[RawFile] = []
+    try:
+        entries = sorted(raw_dir.iterdir(), key=lambda p: p.name)
+    except OSError as exc:
+        raise RunFolderError(
+            f"{raw_dir}: cannot list: {exc.strerror or exc}; check its permissions"
+        ) from exc
+    host_dirs: list[Path] = []
+    for entry in entries:
+        if entry.is_dir():
+            host_dirs.append(entry)
+        else:
+            diagnostics.append(
+                _warning(
+                    "file directly under raw/ (expected raw/<host>/<file>); ignored",
+                    entry.relative_to(run_dir).as_posix(),
+                )
+            )
+    for host_dir in host_dirs:
+        try:
+            host_files, problems = _read_host(run_dir, host_dir)
+        except OSError as exc:
+            problems = [
+                _error(
+                    f"cannot read host folder: {exc.strerror or exc}",
+                    host_dir.relative_to(run_dir).as_posix(),
+                )
+            ]
+            host_files = []
+        files += host_files
+        diagnostics += problems
+    listed = meta.get("hosts")
+    listed_hosts = [str(h) for h in listed] if isinstance(listed, list) else []
+    present = {d.name for d in host_dirs}
+    return RunFolder(
+        run_dir=run_dir,
+        meta=meta,
+        hosts=sorted(present | set(listed_hosts)),
+        unreachable=sorted(set(listed_hosts) - present),
+        files=files,
+        diagnostics=diagnostics,
+    )
