@@ -1,0 +1,394 @@
+#!/usr/bin/python
+# Copyright: gpuval contributors
+# Apache License 2.0 (see pyproject.toml)
+"""Ansible module: run a command, keep its raw output and a JSON sidecar (run-folder contract)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shlex
+import signal
+import socket
+import subprocess
+import time
+from datetime import datetime, timezone
+from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule
+
+DOCUMENTATION = r"""
+---
+module: gpuval_capture
+short_description: Run a command and capture its raw output and a JSON sidecar for gpuval
+description:
+  - Runs one command on the managed node and streams its stdout and stderr, interleaved as
+    printed, into C(<dest>/<name>.<raw_ext>) while it runs, so a step that is killed keeps
+    its partial output.
+  - Writes the sidecar C(<dest>/<name>.meta.json) of the gpuval run-folder contract twice:
+    with C(exit_code) null before the command starts, and again when it ends. A step that
+    never finished (host lost, Ansible killed) therefore stays visible as unfinished.
+  - Never fails because the command failed; the exit status is recorded and returned as RV(rc).
+    Judging happens later, on the controller.
+  - On timeout the whole process group of the command is killed (SIGTERM, then SIGKILL after
+    O(kill_grace_s) seconds), so children such as C(mpirun) ranks do not linger.
+  - With O(skip_reason) nothing runs; only a sidecar with C(skipped) and C(raw) null is written.
+version_added: "0.1.0"
+options:
+  name:
+    description:
+      - Step name; the base name of the raw file and of the sidecar.
+      - Letters, digits, C(.), C(_) and C(-) only.
+    type: str
+    required: true
+  dest:
+    description: Folder of the node's raw outputs for this run; created when missing.
+    type: path
+    required: true
+  command:
+    description:
+      - The command. A string runs through C(/bin/sh -c) (pipes and redirections work);
+        a list runs as an argument vector without a shell.
+      - Required unless O(skip_reason) is given.
+    type: raw
+  phase:
+    description: Phase of the run the step belongs to.
+    type: str
+    required: true
+    choices: [preflight, intranode, internode, network, mpi-preflight]
+  tool:
+    description:
+      - Name of the gpuval parser for the output (for example C(nccl-tests), C(nvidia-smi-topo)).
+      - Null lets the controller detect the tool from the content.
+    type: str
+  env:
+    description: Environment variables set for the command (added to the module's environment).
+    type: dict
+    default: {}
+  chdir:
+    description: Working directory of the command; the module's working directory when unset.
+    type: path
+  timeout:
+    description: Seconds before the command's process group is killed; 0 means no limit.
+    type: float
+    default: 0
+  kill_grace_s:
+    description: Seconds between SIGTERM and SIGKILL when the timeout is reached.
+    type: float
+    default: 5
+  skip_reason:
+    description: Run nothing; record this reason in the sidecar's C(skipped) field.
+    type: str
+  raw_ext:
+    description: File name extension of the raw output (without the dot).
+    type: str
+    default: txt
+  host:
+    description:
+      - Host name recorded in the sidecar. Pass C({{ inventory_hostname }}) so that it matches
+        the controller's C(raw/<host>/) folder; the node's own host name when unset.
+    type: str
+  return_output:
+    description:
+      - Also return the first MiB of the output as RV(output), for tasks that derive facts from
+        it on the node. Leave off for benchmark output, which can be hundreds of MB.
+    type: bool
+    default: false
+notes:
+  - Check mode runs nothing and writes nothing; it reports the step as changed.
+  - A command killed by a signal other than the timeout is recorded with exit code 128 + signal.
+author:
+  - gpuval contributors
+"""
+
+EXAMPLES = r"""
+- name: Capture the GPU topology matrix
+  gpuval_capture:
+    name: nvidia-smi-topo
+    dest: "{{ gpuval_node_run_dir }}"
+    host: "{{ inventory_hostname }}"
+    command: nvidia-smi topo -m
+    phase: preflight
+    tool: nvidia-smi-topo
+
+- name: Run all_reduce_perf with a time limit and NCCL debug output
+  gpuval_capture:
+    name: nccl-all_reduce
+    dest: "{{ gpuval_node_run_dir }}"
+    host: "{{ inventory_hostname }}"
+    command: ["{{ nccl_tests_bin_dir }}/all_reduce_perf", "-b", "8", "-e", "8G", "-g", "8"]
+    env:
+      NCCL_DEBUG: INFO
+    phase: intranode
+    tool: nccl-tests
+    timeout: 1800
+  tags: [molecule-idempotence-notest]
+
+- name: Record that the peer-to-peer test was not run
+  gpuval_capture:
+    name: p2pBandwidthLatencyTest
+    dest: "{{ gpuval_node_run_dir }}"
+    phase: intranode
+    skip_reason: host has fewer than 2 GPUs
+"""
+
+RETURN = r"""
+rc:
+  description: Exit status of the command; null when it timed out, was skipped or in check mode.
+  returned: always
+  type: int
+  sample: 0
+timed_out:
+  description: Whether the timeout killed the command.
+  returned: always
+  type: bool
+  sample: false
+raw_path:
+  description: Path of the raw output file; null when skipped or in check mode.
+  returned: always
+  type: str
+  sample: /var/tmp/gpuval/runs/20261121T055300Z/nvidia-smi-topo.txt
+sidecar_path:
+  description: Path of the JSON sidecar; null in check mode.
+  returned: always
+  type: str
+  sample: /var/tmp/gpuval/runs/20261121T055300Z/nvidia-smi-topo.meta.json
+duration_s:
+  description: Wall-clock seconds the command ran; null when it did not run.
+  returned: always
+  type: float
+  sample: 0.42
+skipped_reason:
+  description: The O(skip_reason) recorded, or null.
+  returned: always
+  type: str
+output:
+  description: First MiB of the captured output (decoded as UTF-8 with replacement characters).
+  returned: when O(return_output) is true and the command ran
+  type: str
+output_truncated:
+  description: Whether RV(output) is shorter than the raw file.
+  returned: when O(return_output) is true and the command ran
+  type: bool
+"""
+
+
+SCHEMA_VERSION = 1
+OUTPUT_RETURN_LIMIT = 1 << 20
+STEP_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
+
+ARGUMENT_SPEC: dict[str, Any] = {
+    "name": {"type": "str", "required": True},
+    "dest": {"type": "path", "required": True},
+    "command": {"type": "raw"},
+    "phase": {
+        "type": "str",
+        "required": True,
+        "choices": ["preflight", "intranode", "internode", "network", "mpi-preflight"],
+    },
+    "tool": {"type": "str"},
+    "env": {"type": "dict", "default": {}},
+    "chdir": {"type": "path"},
+    "timeout": {"type": "float", "default": 0},
+    "kill_grace_s": {"type": "float", "default": 5},
+    "skip_reason": {"type": "str"},
+    "raw_ext": {"type": "str", "default": "txt"},
+    "host": {"type": "str"},
+    "return_output": {"type": "bool", "default": False},
+}
+
+
+def utc_now() -> str:
+    """ISO-8601 UTC timestamp with microseconds, e.g. 2026-11-21T05:53:17.123456Z."""
+    # timezone.utc, not datetime.UTC: nodes may run Python 3.8-3.10 (Ubuntu 20.04/22.04).
+    now = datetime.now(timezone.utc)  # noqa: UP017
+    return now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def command_text(command: str | list[Any]) -> str:
+    """The command as one shell-readable string for the sidecar."""
+    if isinstance(command, list):
+        return shlex.join(str(part) for part in command)
+    return command
+
+
+def popen_args(command: str | list[Any]) -> list[str]:
+    """Argument vector: strings go through /bin/sh -c, lists run as they are."""
+    if isinstance(command, list):
+        return [str(part) for part in command]
+    return ["/bin/sh", "-c", command]
+
+
+def write_json_atomic(path: str, document: dict[str, Any]) -> None:
+    """Write via a temporary file and rename, so a reader never sees half a sidecar."""
+    temporary = f"{path}.tmp"
+    with open(temporary, "w", encoding="utf-8") as handle:
+        json.dump(document, handle, indent=2, sort_keys=False)
+        handle.write("\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+
+
+def exit_code_of(returncode: int) -> int:
+    """Popen reports death by signal N as -N; record it the way a shell does (128 + N)."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def kill_process_group(process: subprocess.Popen[bytes], grace_s: float) -> None:
+    """SIGTERM the command's whole process group, then SIGKILL whatever is left."""
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, None)):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return
+        # Even when the leader is gone, members of its group may not be: go on to SIGKILL.
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=wait_s)
+
+
+def run_streaming(
+    argv: list[str],
+    raw_path: str,
+    cwd: str,
+    env: dict[str, str],
+    timeout_s: float | None,
+    grace_s: float,
+) -> tuple[int | None, bool]:
+    """Run argv with stdout+stderr going straight to raw_path; return (exit code, timed out)."""
+    with open(raw_path, "wb") as raw:
+        process = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=raw,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,  # own process group, so a timeout can kill all of it
+        )
+        try:
+            return exit_code_of(process.wait(timeout=timeout_s)), False
+        except subprocess.TimeoutExpired:
+            kill_process_group(process, grace_s)
+            return None, True
+
+
+def read_head(path: str, limit: int) -> tuple[str, bool]:
+    """The first `limit` bytes of a file as text, and whether the file is longer."""
+    with open(path, "rb") as handle:
+        data = handle.read(limit + 1)
+    return data[:limit].decode("utf-8", errors="replace"), len(data) > limit
+
+
+def build_sidecar(params: dict[str, Any], host: str, cwd: str) -> dict[str, Any]:
+    """The sidecar as written before the command starts (exit_code null)."""
+    env = {key: str(value) for key, value in params["env"].items()}
+    skipped = params["skip_reason"]
+    command = params["command"]
+    timeout = params["timeout"]
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "name": params["name"],
+        "host": host,
+        "phase": params["phase"],
+        "raw": None if skipped else f"{params['name']}.{params['raw_ext']}",
+        "command": None if command is None else command_text(command),
+        "tool": params["tool"],
+        "cwd": cwd,
+        "env": env,
+        "exit_code": None,
+        "timed_out": False,
+        "timeout_s": timeout if timeout > 0 else None,
+        "started_at": None,
+        "ended_at": None,
+        "duration_s": None,
+        "skipped": skipped,
+    }
+
+
+def validate(module: AnsibleModule) -> None:
+    """Argument checks that argument_spec cannot express."""
+    params = module.params
+    if not STEP_NAME.match(params["name"]):
+        module.fail_json(
+            msg=f"name {params['name']!r} may hold only letters, digits, '.', '_', '-'"
+        )
+    if not STEP_NAME.match(params["raw_ext"]) or params["raw_ext"] == "meta.json":
+        module.fail_json(msg=f"raw_ext {params['raw_ext']!r} is not a plain file extension")
+    command = params["command"]
+    if params["skip_reason"] is None:
+        if command is None or command == "" or command == []:
+            module.fail_json(msg="command is required unless skip_reason is given")
+        if not isinstance(command, (str, list)):
+            module.fail_json(msg="command must be a string or a list of arguments")
+    if params["timeout"] < 0:
+        module.fail_json(msg="timeout must be >= 0 (0: no limit)")
+
+
+def main() -> None:
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    validate(module)
+    params = module.params
+    dest = params["dest"]
+    name = params["name"]
+    cwd = params["chdir"] or os.getcwd()
+    sidecar_path = os.path.join(dest, f"{name}.meta.json")
+    raw_path = os.path.join(dest, f"{name}.{params['raw_ext']}")
+    result: dict[str, Any] = {
+        "changed": True,
+        "rc": None,
+        "timed_out": False,
+        "raw_path": None,
+        "sidecar_path": None,
+        "duration_s": None,
+        "skipped_reason": params["skip_reason"],
+    }
+    if module.check_mode:
+        module.exit_json(**result)
+
+    os.makedirs(dest, exist_ok=True)
+    sidecar = build_sidecar(params, params["host"] or socket.gethostname(), cwd)
+    result["sidecar_path"] = sidecar_path
+    if params["skip_reason"] is not None:
+        now = utc_now()
+        sidecar.update(started_at=now, ended_at=now)
+        write_json_atomic(sidecar_path, sidecar)
+        module.exit_json(**result)
+
+    env = dict(os.environ)
+    env.update(sidecar["env"])
+    sidecar["started_at"] = utc_now()
+    write_json_atomic(sidecar_path, sidecar)
+    started = time.monotonic()
+    try:
+        exit_code, timed_out = run_streaming(
+            popen_args(params["command"]),
+            raw_path,
+            cwd,
+            env,
+            params["timeout"] or None,
+            params["kill_grace_s"],
+        )
+    except OSError as error:
+        # The command could not start (missing binary, bad chdir): record it like a shell would.
+        with open(raw_path, "ab") as raw:
+            raw.write(f"gpuval_capture: cannot run command: {error}\n".encode())
+        exit_code, timed_out = (127 if isinstance(error, FileNotFoundError) else 126), False
+    duration = round(time.monotonic() - started, 6)
+    sidecar.update(
+        exit_code=exit_code,
+        timed_out=timed_out,
+        ended_at=utc_now(),
+        duration_s=duration,
+    )
+    write_json_atomic(sidecar_path, sidecar)
+    result.update(rc=exit_code, timed_out=timed_out, raw_path=raw_path, duration_s=duration)
+    if params["return_output"]:
+        result["output"], result["output_truncated"] = read_head(raw_path, OUTPUT_RETURN_LIMIT)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,275 @@
+"""The raw-capture Ansible module, run the way Ansible runs it: a process given a JSON args file."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+MODULE = Path(__file__).resolve().parents[2] / "library" / "gpuval_capture.py"
+SIDECAR_KEYS = {
+    "schema_version",
+    "name",
+    "host",
+    "phase",
+    "raw",
+    "command",
+    "tool",
+    "cwd",
+    "env",
+    "exit_code",
+    "timed_out",
+    "timeout_s",
+    "started_at",
+    "ended_at",
+    "duration_s",
+    "skipped",
+}
+
+
+def run_module(tmp_path: Path, check_mode: bool = False, **args: Any) -> dict[str, Any]:
+    """Run the module with ANSIBLE_MODULE_ARGS and return its JSON result."""
+    module_args = dict(args)
+    if check_mode:
+        module_args["_ansible_check_mode"] = True
+    args_file = tmp_path / "args.json"
+    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": module_args}))
+    completed = subprocess.run(
+        [sys.executable, str(MODULE), str(args_file)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    result: dict[str, Any] = json.loads(completed.stdout)
+    return result
+
+
+def read_sidecar(dest: Path, name: str) -> dict[str, Any]:
+    document: dict[str, Any] = json.loads((dest / f"{name}.meta.json").read_text())
+    return document
+
+
+def parse_utc(stamp: str) -> datetime:
+    assert stamp.endswith("Z"), stamp
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie still answers kill 0; it is dead for our purpose.
+    status = Path(f"/proc/{pid}/status")
+    return status.exists() and "State:\tZ" not in status.read_text()
+
+
+def test_success_writes_raw_output_and_complete_sidecar(tmp_path: Path) -> None:
+    dest = tmp_path / "run" / "node1"
+    result = run_module(
+        tmp_path,
+        name="hello",
+        dest=str(dest),
+        command="echo out; echo err >&2",
+        phase="preflight",
+        tool="nvidia-smi",
+        host="node1",
+    )
+    assert result["changed"] is True
+    assert result["rc"] == 0
+    assert result["timed_out"] is False
+    assert result["raw_path"] == str(dest / "hello.txt")
+    assert (dest / "hello.txt").read_text() == "out\nerr\n"
+    sidecar = read_sidecar(dest, "hello")
+    assert set(sidecar) == SIDECAR_KEYS
+    assert sidecar["schema_version"] == 1
+    assert sidecar["name"] == "hello"
+    assert sidecar["host"] == "node1"
+    assert sidecar["phase"] == "preflight"
+    assert sidecar["raw"] == "hello.txt"
+    assert sidecar["command"] == "echo out; echo err >&2"
+    assert sidecar["tool"] == "nvidia-smi"
+    assert sidecar["exit_code"] == 0
+    assert sidecar["timed_out"] is False
+    assert sidecar["timeout_s"] is None
+    assert sidecar["skipped"] is None
+    started, ended = parse_utc(sidecar["started_at"]), parse_utc(sidecar["ended_at"])
+    assert started <= ended
+    assert sidecar["duration_s"] == result["duration_s"] >= 0
+
+
+def test_non_zero_exit_is_recorded_not_failed(tmp_path: Path) -> None:
+    result = run_module(
+        tmp_path, name="bad", dest=str(tmp_path), command="echo partial; exit 3", phase="intranode"
+    )
+    assert "failed" not in result or result["failed"] is False
+    assert result["rc"] == 3
+    assert read_sidecar(tmp_path, "bad")["exit_code"] == 3
+    assert (tmp_path / "bad.txt").read_text() == "partial\n"
+
+
+def test_missing_binary_is_exit_127_with_a_message_in_the_raw_file(tmp_path: Path) -> None:
+    result = run_module(
+        tmp_path,
+        name="missing",
+        dest=str(tmp_path),
+        command=["/nonexistent/nvidia-smi", "-q"],
+        phase="preflight",
+    )
+    assert result["rc"] == 127
+    assert "cannot run command" in (tmp_path / "missing.txt").read_text()
+    assert read_sidecar(tmp_path, "missing")["command"] == "/nonexistent/nvidia-smi -q"
+
+
+def test_timeout_kills_the_process_group_and_keeps_partial_output(tmp_path: Path) -> None:
+    child_pid_file = tmp_path / "child.pid"
+    # The child ignores SIGTERM, so only the group-wide SIGKILL ends it.
+    script = (
+        f"sh -c 'trap \"\" TERM; echo $$ > {child_pid_file}; sleep 30' & "
+        "echo before-timeout; sleep 30; echo never"
+    )
+    started = time.monotonic()
+    result = run_module(
+        tmp_path,
+        name="slow",
+        dest=str(tmp_path),
+        command=script,
+        phase="internode",
+        timeout=1,
+        kill_grace_s=0.5,
+    )
+    assert time.monotonic() - started < 15
+    assert result["timed_out"] is True
+    assert result["rc"] is None
+    assert (tmp_path / "slow.txt").read_text() == "before-timeout\n"
+    sidecar = read_sidecar(tmp_path, "slow")
+    assert sidecar["timed_out"] is True
+    assert sidecar["exit_code"] is None
+    assert sidecar["timeout_s"] == 1
+    assert sidecar["ended_at"] is not None
+    child_pid = int(child_pid_file.read_text())
+    deadline = time.monotonic() + 5
+    while pid_alive(child_pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not pid_alive(child_pid)
+
+
+def test_skip_reason_runs_nothing_and_writes_only_a_sidecar(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    result = run_module(
+        tmp_path,
+        name="p2p",
+        dest=str(tmp_path),
+        command=f"touch {marker}",
+        phase="intranode",
+        skip_reason="host has fewer than 2 GPUs",
+    )
+    assert result["raw_path"] is None
+    assert result["rc"] is None
+    assert not marker.exists()
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["args.json", "p2p.meta.json"]
+    sidecar = read_sidecar(tmp_path, "p2p")
+    assert sidecar["skipped"] == "host has fewer than 2 GPUs"
+    assert sidecar["raw"] is None
+    assert sidecar["exit_code"] is None
+
+
+def test_env_is_passed_to_the_command_and_recorded(tmp_path: Path) -> None:
+    run_module(
+        tmp_path,
+        name="env",
+        dest=str(tmp_path),
+        command='echo "$NCCL_DEBUG $NCCL_MIN_NCHANNELS"; pwd',
+        phase="intranode",
+        env={"NCCL_DEBUG": "INFO", "NCCL_MIN_NCHANNELS": 4},
+        chdir="/",
+    )
+    assert (tmp_path / "env.txt").read_text() == "INFO 4\n/\n"
+    sidecar = read_sidecar(tmp_path, "env")
+    assert sidecar["env"] == {"NCCL_DEBUG": "INFO", "NCCL_MIN_NCHANNELS": "4"}
+    assert sidecar["cwd"] == "/"
+
+
+def test_check_mode_runs_and_writes_nothing(tmp_path: Path) -> None:
+    dest = tmp_path / "dest"
+    marker = tmp_path / "ran"
+    result = run_module(
+        tmp_path,
+        check_mode=True,
+        name="check",
+        dest=str(dest),
+        command=f"touch {marker}",
+        phase="preflight",
+    )
+    assert result["changed"] is True
+    assert result["rc"] is None
+    assert not marker.exists()
+    assert not dest.exists()
+
+
+def test_sidecar_exists_with_null_exit_code_while_the_command_runs(tmp_path: Path) -> None:
+    args_file = tmp_path / "args.json"
+    args_file.write_text(
+        json.dumps(
+            {
+                "ANSIBLE_MODULE_ARGS": {
+                    "name": "long",
+                    "dest": str(tmp_path),
+                    "command": f"touch {tmp_path}/started; sleep 30",
+                    "phase": "intranode",
+                    "timeout": 20,
+                }
+            }
+        )
+    )
+    process = subprocess.Popen([sys.executable, str(MODULE), str(args_file)])
+    try:
+        deadline = time.monotonic() + 15
+        while not (tmp_path / "started").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        sidecar = read_sidecar(tmp_path, "long")
+        assert sidecar["exit_code"] is None
+        assert sidecar["started_at"] is not None
+        assert sidecar["ended_at"] is None
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_return_output_gives_the_text_back(tmp_path: Path) -> None:
+    result = run_module(
+        tmp_path,
+        name="csv",
+        dest=str(tmp_path),
+        command="printf 'index, name\\n0, NVIDIA H100\\n'",
+        phase="preflight",
+        raw_ext="csv",
+        return_output=True,
+    )
+    assert result["output"] == "index, name\n0, NVIDIA H100\n"
+    assert result["output_truncated"] is False
+    assert result["raw_path"].endswith("csv.csv")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ({"name": "../escape", "command": "true"}, "may hold only"),
+        ({"name": "ok"}, "command is required"),
+        ({"name": "ok", "command": "true", "raw_ext": "a/b"}, "not a plain file extension"),
+        ({"name": "ok", "command": "true", "timeout": -1}, "timeout must be"),
+    ],
+)
+def test_bad_arguments_fail(tmp_path: Path, args: dict[str, Any], message: str) -> None:
+    result = run_module(tmp_path, dest=str(tmp_path / "d"), phase="preflight", **args)
+    assert result["failed"] is True
+    assert message in result["msg"]
+    assert not (tmp_path / "d").exists()
