@@ -11,9 +11,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 
-MODULE = Path(__file__).resolve().parents[2] / "library" / "gpuval_capture.py"
+REPO = Path(__file__).resolve().parents[2]
+MODULE = REPO / "library" / "gpuval_capture.py"
+SIDECAR_SCHEMA = json.loads((REPO / "src/gpuval/schemas/sidecar.schema.json").read_text())
 SIDECAR_KEYS = {
     "schema_version",
     "name",
@@ -53,7 +56,9 @@ def run_module(tmp_path: Path, check_mode: bool = False, **args: Any) -> dict[st
 
 
 def read_sidecar(dest: Path, name: str) -> dict[str, Any]:
+    """The sidecar, checked against the run-folder contract's schema."""
     document: dict[str, Any] = json.loads((dest / f"{name}.meta.json").read_text())
+    jsonschema.validate(document, SIDECAR_SCHEMA)
     return document
 
 
