@@ -1,0 +1,411 @@
+"""Measurements the report draws, pulled out of the parsed runs, and their Plotly figure specs.
+
+Figures are plain JSON-able dicts (`{"data": [...], "layout": {...}}`) rendered in the page by
+`Plotly.newPlot`; nothing here needs the plotly Python API. Runs are read as plain dicts (via
+`to_jsonable`) so the report depends on the run schemas' field names, not on record classes.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuval.analysis.model import CLUSTER, Expectation, RunResults
+from gpuval.records.base import to_jsonable
+
+Figure = dict[str, Any]
+
+NCCL_TOOLS = ("nccl-tests", "rccl-tests")
+P2P_TOOL = "p2pBandwidthLatencyTest"
+TOPO_TOOL = "nvidia-smi-topo"
+
+# busbw is judged at large messages: below this the sweep measures latency, not the links.
+LARGE_MESSAGE_BYTES = 256 * 1024**2
+# "Expect 80-90 % of the per-direction spec at best in practice" (shared/notes/references.md,
+# from the ml-engineering networking chapter); shaded from 70 % so a healthy run sits inside.
+EXPECTED_BAND = (0.70, 0.90)
+# Above this many lines a chart stops being readable: draw median, min-max band and the worst.
+MAX_LINES_PER_CHART = 8
+WORST_SHOWN = 3
+
+P2P_MATRICES = (
+    ("bandwidth_unidirectional_p2p_enabled", "Unidirectional bandwidth, P2P enabled", "GB/s"),
+    ("bandwidth_bidirectional_p2p_enabled", "Bidirectional bandwidth, P2P enabled", "GB/s"),
+    ("latency_gpu_p2p_enabled", "GPU latency, P2P enabled", "us"),
+)
+UNIDIRECTIONAL_P2P = P2P_MATRICES[0][0]
+
+FONT = {"family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", "size": 12}
+
+
+@dataclass(frozen=True)
+class BusbwSeries:
+    """Out-of-place busbw against message size from one nccl-tests run on one host."""
+
+    host: str
+    phase: str | None
+    collective: str
+    source: str
+    sizes: tuple[int, ...]
+    busbw_gbps: tuple[float, ...]
+
+    @property
+    def key(self) -> str:
+        return series_key(self.phase, self.collective)
+
+    def large_message_busbw(self) -> float | None:
+        """The highest busbw at sizes >= LARGE_MESSAGE_BYTES, or at the largest size swept."""
+        if not self.sizes:
+            return None
+        floor = min(LARGE_MESSAGE_BYTES, max(self.sizes))
+        values = [bw for size, bw in zip(self.sizes, self.busbw_gbps, strict=True) if size >= floor]
+        return max(values)
+
+
+@dataclass(frozen=True)
+class P2PRun:
+    host: str
+    source: str
+    matrices: dict[str, list[list[float | None]]]
+
+    def min_unidirectional(self) -> float | None:
+        matrix = self.matrices.get(UNIDIRECTIONAL_P2P)
+        return min(off_diagonal(matrix), default=None) if matrix else None
+
+
+@dataclass(frozen=True)
+class TopoRun:
+    host: str
+    source: str
+    devices: list[str]
+    links: list[list[str | None]]
+    cpu_affinity: list[str | None] = field(default_factory=list)
+    numa_affinity: list[str | None] = field(default_factory=list)
+    nic_legend: dict[str, str] = field(default_factory=dict)
+
+    def signature(self) -> tuple[Any, ...]:
+        """Equal for hosts wired the same way, so the report shows one matrix per wiring."""
+        return (
+            tuple(self.devices),
+            tuple(tuple(row) for row in self.links),
+            tuple(self.cpu_affinity),
+            tuple(self.numa_affinity),
+            tuple(sorted(self.nic_legend.items())),
+        )
+
+
+def series_key(phase: str | None, collective: str) -> str:
+    """'all_reduce' for single-node runs, 'internode all_reduce' for runs of another phase."""
+    return collective if phase in (None, "intranode") else f"{phase} {collective}"
+
+
+def _parsed_runs(
+    results: RunResults, tools: Iterable[str]
+) -> Iterator[tuple[str, str, str | None, dict[str, Any]]]:
+    """(host, source, phase, run as a dict) for every run of the given tools."""
+    wanted = set(tools)
+    for raw in results.files:
+        if raw.parse is None or raw.parse.tool not in wanted:
+            continue
+        phase = raw.sidecar.phase if raw.sidecar else None
+        for run in raw.parse.runs:
+            as_dict = to_jsonable(run)
+            if isinstance(as_dict, dict):
+                yield raw.host, raw.path, phase, as_dict
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def busbw_series(results: RunResults) -> list[BusbwSeries]:
+    found = []
+    for host, source, phase, run in _parsed_runs(results, NCCL_TOOLS):
+        points = []
+        for row in run.get("rows") or []:
+            size = row.get("size_bytes")
+            busbw = _number((row.get("out_of_place") or {}).get("busbw_gbps"))
+            # size 0 has no place on a log axis
+            if isinstance(size, int) and size > 0 and busbw is not None:
+                points.append((size, busbw))
+        points.sort()
+        found.append(
+            BusbwSeries(
+                host=host,
+                phase=phase,
+                collective=str(run.get("collective") or "unknown"),
+                source=source,
+                sizes=tuple(p[0] for p in points),
+                busbw_gbps=tuple(p[1] for p in points),
+            )
+        )
+    return found
+
+
+def _matrix(value: Any) -> list[list[float | None]] | None:
+    if not isinstance(value, list) or not all(isinstance(row, list) for row in value):
+        return None
+    return [[_number(cell) for cell in row] for row in value]
+
+
+def p2p_runs(results: RunResults) -> list[P2PRun]:
+    found = []
+    for host, source, _phase, run in _parsed_runs(results, [P2P_TOOL]):
+        raw_matrices = run.get("matrices") or {}
+        matrices = {name: m for name, value in raw_matrices.items() if (m := _matrix(value))}
+        found.append(P2PRun(host=host, source=source, matrices=matrices))
+    return found
+
+
+def _strings(value: Any) -> list[str | None]:
+    return [None if item is None else str(item) for item in value or []]
+
+
+def topo_runs(results: RunResults) -> list[TopoRun]:
+    found = []
+    for host, source, _phase, run in _parsed_runs(results, [TOPO_TOOL]):
+        legend = run.get("nic_legend") or {}
+        found.append(
+            TopoRun(
+                host=host,
+                source=source,
+                devices=[str(d) for d in run.get("devices") or []],
+                links=[_strings(row) for row in run.get("links") or []],
+                cpu_affinity=_strings(run.get("cpu_affinity")),
+                numa_affinity=_strings(run.get("numa_affinity")),
+                nic_legend={str(k): str(v) for k, v in legend.items()}
+                if isinstance(legend, dict)
+                else {},
+            )
+        )
+    return found
+
+
+def off_diagonal(matrix: list[list[float | None]]) -> list[float]:
+    return [
+        cell
+        for i, row in enumerate(matrix)
+        for j, cell in enumerate(row)
+        if i != j and cell is not None
+    ]
+
+
+def format_bytes(size: float) -> str:
+    """1024-based sizes as nccl-tests sweeps them: 8 B, 64 KiB, 1 GiB."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(size) < 1024 or unit == "TiB":
+            return f"{size:g} {unit}" if unit == "B" else f"{size:.3g} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")
+
+
+def _size_axis(sizes: Iterable[int]) -> dict[str, Any]:
+    """A log axis ticked at powers of two, labelled in KiB/MiB/GiB."""
+    present = [s for s in sizes if s > 0]
+    low = math.floor(math.log2(min(present))) if present else 0
+    high = math.ceil(math.log2(max(present))) if present else 30
+    step = max(1, math.ceil((high - low + 1) / 12))
+    ticks = [2**e for e in range(low, high + 1, step)]
+    return {
+        "type": "log",
+        "title": {"text": "message size"},
+        "tickvals": ticks,
+        "ticktext": [format_bytes(t) for t in ticks],
+        "gridcolor": "#e5e7eb",
+    }
+
+
+def _peak_marks(peaks: list[Expectation]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Per-direction peak lines and the shaded expected band, as layout shapes + annotations."""
+    shapes: list[dict[str, Any]] = []
+    notes: list[dict[str, Any]] = []
+    low, high = EXPECTED_BAND
+    seen: set[float] = set()
+    for peak in sorted(peaks, key=lambda e: e.per_direction_gbps):
+        value = peak.per_direction_gbps
+        if value in seen:
+            continue
+        seen.add(value)
+        shapes.append(
+            {
+                "type": "rect",
+                "xref": "paper",
+                "x0": 0,
+                "x1": 1,
+                "yref": "y",
+                "y0": low * value,
+                "y1": high * value,
+                "fillcolor": "rgba(22,163,74,0.10)",
+                "line": {"width": 0},
+                "layer": "below",
+            }
+        )
+        shapes.append(
+            {
+                "type": "line",
+                "xref": "paper",
+                "x0": 0,
+                "x1": 1,
+                "yref": "y",
+                "y0": value,
+                "y1": value,
+                "line": {"color": "#b91c1c", "width": 1.5, "dash": "dash"},
+            }
+        )
+        notes.append(
+            {
+                "xref": "paper",
+                "x": 0.01,
+                "xanchor": "left",
+                "yref": "y",
+                "y": value,
+                "yanchor": "bottom",
+                "showarrow": False,
+                "font": {"size": 11, "color": "#b91c1c"},
+                "text": f"per-direction peak {value:g} GB/s ({peak.basis}); band "
+                f"{low:.0%}-{high:.0%}",
+            }
+        )
+    return shapes, notes
+
+
+def _line(name: str, sizes: Iterable[int], values: Iterable[float], **style: Any) -> dict[str, Any]:
+    return {
+        "type": "scatter",
+        "mode": "lines+markers",
+        "name": name,
+        "x": list(sizes),
+        "y": list(values),
+        "marker": {"size": 4},
+        "hovertemplate": "%{x:,} B: %{y:.2f} GB/s<extra>" + name + "</extra>",
+        **style,
+    }
+
+
+def _aggregate_traces(series: list[BusbwSeries]) -> list[dict[str, Any]]:
+    """Median with a min-max band over all hosts, plus the hosts with the lowest busbw."""
+    by_size: dict[int, list[float]] = {}
+    for one in series:
+        for size, bw in zip(one.sizes, one.busbw_gbps, strict=True):
+            by_size.setdefault(size, []).append(bw)
+    sizes = sorted(by_size)
+    band = {"mode": "lines", "line": {"width": 0}, "hoverinfo": "skip", "showlegend": False}
+    traces: list[dict[str, Any]] = [
+        {"type": "scatter", "x": sizes, "y": [min(by_size[s]) for s in sizes], **band},
+        {
+            "type": "scatter",
+            "x": sizes,
+            "y": [max(by_size[s]) for s in sizes],
+            **band,
+            "fill": "tonexty",
+            "fillcolor": "rgba(37,99,235,0.18)",
+            "name": "min-max",
+            "showlegend": True,
+        },
+        _line(
+            f"median of {len(series)} runs",
+            sizes,
+            [statistics.median(by_size[s]) for s in sizes],
+            line={"color": "#1d4ed8", "width": 2.5},
+        ),
+    ]
+    for one in worst_series(series)[:WORST_SHOWN]:
+        traces.append(_line(one.host, one.sizes, one.busbw_gbps, line={"dash": "dot"}))
+    return traces
+
+
+def worst_series(series: list[BusbwSeries]) -> list[BusbwSeries]:
+    """Lowest large-message busbw first; runs without data first of all."""
+    return sorted(series, key=lambda s: (s.large_message_busbw() or -1.0, s.host))
+
+
+def busbw_figure(title: str, series: list[BusbwSeries], peaks: list[Expectation]) -> Figure:
+    labels_taken = {s.host for s in series}
+    if len(series) > MAX_LINES_PER_CHART:
+        traces = _aggregate_traces(series)
+    else:
+        # A host with several runs of one collective gets its file name in the legend.
+        several = len(labels_taken) < len(series)
+        traces = [
+            _line(f"{s.host} ({s.source})" if several else s.host, s.sizes, s.busbw_gbps)
+            for s in series
+        ]
+    shapes, notes = _peak_marks(peaks)
+    top = max(
+        [bw for s in series for bw in s.busbw_gbps] + [p.per_direction_gbps for p in peaks] + [1.0]
+    )
+    return {
+        "data": traces,
+        "layout": {
+            "title": {"text": title},
+            "font": FONT,
+            "height": 420,
+            "margin": {"l": 60, "r": 20, "t": 50, "b": 50},
+            "xaxis": _size_axis(size for s in series for size in s.sizes),
+            "yaxis": {
+                "title": {"text": "busbw (GB/s, out-of-place)"},
+                "range": [0, top * 1.08],
+                "gridcolor": "#e5e7eb",
+            },
+            "shapes": shapes,
+            "annotations": notes,
+            "legend": {"orientation": "h", "y": -0.2},
+            "plot_bgcolor": "#ffffff",
+        },
+    }
+
+
+def heatmap_figure(title: str, matrix: list[list[float | None]], unit: str) -> Figure:
+    """An annotated matrix; the colour scale ignores the diagonal (device-local copies)."""
+    labels = [f"GPU{i}" for i in range(len(matrix))]
+    peers = off_diagonal(matrix)
+    is_latency = unit == "us"
+    return {
+        "data": [
+            {
+                "type": "heatmap",
+                "z": matrix,
+                "x": labels,
+                "y": labels,
+                "zmin": 0,
+                "zmax": max(peers, default=1.0),
+                "colorscale": "Blues",
+                "reversescale": is_latency,
+                "texttemplate": "%{z:.2f}" if is_latency else "%{z:.0f}",
+                "hovertemplate": "%{y} / %{x}: %{z} " + unit + "<extra></extra>",
+                "hoverongaps": False,
+                "colorbar": {"title": {"text": unit}, "thickness": 12},
+            }
+        ],
+        "layout": {
+            "title": {"text": title, "font": {"size": 13}},
+            "font": FONT,
+            "height": 360,
+            "margin": {"l": 55, "r": 10, "t": 45, "b": 40},
+            "yaxis": {"autorange": "reversed"},
+            "xaxis": {"side": "bottom"},
+        },
+    }
+
+
+def collective_peaks(
+    expectations: list[Expectation], series: list[BusbwSeries]
+) -> list[Expectation]:
+    """The per-direction peaks the series are judged against: per host, the expectation of the
+    same phase ('internode...' for internode runs, else a collective one), never a p2p pair's."""
+    chosen = []
+    for one in series:
+        internode = one.phase not in (None, "intranode")
+        candidates = [
+            e
+            for e in expectations
+            if e.host in (one.host, CLUSTER) and not e.subject.startswith("p2p")
+        ]
+        same_phase = [e for e in candidates if e.subject.startswith("internode") == internode]
+        chosen.extend(same_phase[:1] or candidates[:1])
+    return chosen

@@ -1,0 +1,336 @@
+"""report.html: one self-contained page (Plotly embedded once, no network) a person can read
+without having run anything: verdict, checks, per-host comparison, charts, provenance."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections import Counter
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+import jinja2
+from markupsafe import Markup
+
+from gpuval.analysis.model import STATUS_ORDER, Check, HostFacts, RunResults, Sidecar
+from gpuval.report import charts
+from gpuval.report.summary import (
+    BUSBW_PREFIX,
+    OUTLIER_DROP,
+    P2P_METRIC,
+    HostRow,
+    Outlier,
+    host_rows,
+    outliers,
+    run_diagnostics,
+    sort_checks,
+    status_counts,
+)
+
+# With more hosts than this, per-host charts are drawn only for the worst ones.
+MAX_DETAIL_HOSTS = 8
+# Passing checks are shown open up to this many; beyond it they fold away under the failures.
+MAX_OPEN_PASSES = 60
+MAX_DIAGNOSTICS = 500
+MAX_HOSTS_NAMED = 6
+
+FACT_FIELDS = (
+    ("gpu_model", "GPU model"),
+    ("gpu_count", "GPUs"),
+    ("driver_version", "Driver"),
+    ("cuda_version", "CUDA"),
+    ("nccl_version", "NCCL"),
+    ("mpi_version", "MPI"),
+    ("nccl_tests_version", "nccl-tests"),
+)
+
+# The legend `nvidia-smi topo -m` prints under its matrix (shared/samples/lambda-4xH100-topo-m.txt).
+TOPO_LEGEND = (
+    ("X", "self", "Self"),
+    ("NV#", "nv", "Connection traversing a bonded set of # NVLinks"),
+    ("PIX", "pix", "Connection traversing at most a single PCIe bridge"),
+    (
+        "PXB",
+        "pxb",
+        "Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)",
+    ),
+    ("PHB", "phb", "Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)"),
+    (
+        "NODE",
+        "node",
+        "Connection traversing PCIe as well as the interconnect between PCIe Host Bridges "
+        "within a NUMA node",
+    ),
+    (
+        "SYS",
+        "sys",
+        "Connection traversing PCIe as well as the SMP interconnect between NUMA nodes "
+        "(e.g., QPI/UPI)",
+    ),
+)
+
+BUSBW_NOTE = (
+    "busbw is judged at large message sizes against the per-direction (unidirectional) peak; "
+    "the sweep-average footer is not used."
+)
+
+
+@dataclass
+class ChartSet:
+    """Figures of the page in order; sections refer to them by id."""
+
+    specs: list[dict[str, Any]] = field(default_factory=list)
+
+    def add(self, figure: charts.Figure) -> str:
+        chart_id = f"chart-{len(self.specs) + 1}"
+        self.specs.append({"id": chart_id, **figure})
+        return chart_id
+
+
+@dataclass(frozen=True)
+class StepGroup:
+    """One step as run on one or more hosts with the same command and environment."""
+
+    name: str
+    phase: str
+    command: str | None
+    env: tuple[tuple[str, str], ...]
+    hosts: tuple[str, ...]
+    outcomes: tuple[tuple[str, int], ...]  # ("exit 0", 3), ("unfinished", 1), ("skipped: ...", 1)
+    duration_s: tuple[float, ...]
+
+
+def json_for_script(value: Any) -> Markup:
+    """JSON safe inside a <script> element: no '<', '>' or '&' can end it or open a comment."""
+    text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+    for char, escaped in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026")):
+        text = text.replace(char, escaped)
+    text = text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    return Markup(text)
+
+
+@cache
+def plotly_js() -> Markup:
+    from plotly.offline import get_plotlyjs
+
+    # '<\/script' is the same string to JavaScript but cannot close the element early.
+    return Markup(str(get_plotlyjs()).replace("</script", "<\\/script"))
+
+
+def format_value(value: object) -> str:
+    """Numbers as measured (no float noise, at most 4 decimals); None as an empty cell."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() else str(round(value, 4))
+    return str(value)
+
+
+def metric_label(metric: str) -> str:
+    """Column heading of a key metric of summary.json."""
+    if metric == P2P_METRIC:
+        return "min p2p (GB/s)"
+    return metric.replace(BUSBW_PREFIX, "busbw ", 1) + " (GB/s)"
+
+
+def link_class(cell: str | None) -> str:
+    if not cell:
+        return "none"
+    cell = cell.strip().upper()
+    if cell == "X":
+        return "self"
+    if cell.startswith("NV"):
+        return "nv"
+    if cell in ("SOC", "SYS"):  # SOC: the name of SYS in old drivers
+        return "sys"
+    return cell.lower() if cell in ("PIX", "PXB", "PHB", "NODE") else "other"
+
+
+def name_hosts(hosts: list[str] | tuple[str, ...], total: int) -> str:
+    if len(hosts) == total and total > 1:
+        return f"all {total} hosts"
+    shown = ", ".join(hosts[:MAX_HOSTS_NAMED])
+    more = len(hosts) - MAX_HOSTS_NAMED
+    return f"{shown} and {more} more" if more > 0 else shown
+
+
+def detail_hosts(rows: list[HostRow], found: list[Outlier]) -> list[str]:
+    """Every host when few; otherwise the worst: bad status first, then most outlying metrics."""
+    if len(rows) <= MAX_DETAIL_HOSTS:
+        return [r.name for r in rows]
+    rank = {status: i for i, status in enumerate(STATUS_ORDER)}
+    outlying = Counter(o.host for o in found)
+    ordered = sorted(rows, key=lambda r: (rank[r.status], -outlying[r.name], r.name))
+    return [r.name for r in ordered[:MAX_DETAIL_HOSTS]]
+
+
+def _outcome(sidecar: Sidecar) -> str:
+    if sidecar.skipped:
+        return f"skipped: {sidecar.skipped}"
+    if sidecar.timed_out:
+        return f"timed out after {format_value(sidecar.timeout_s)} s"
+    if sidecar.exit_code is None:
+        return "unfinished"
+    return f"exit {sidecar.exit_code}"
+
+
+def step_groups(results: RunResults) -> list[StepGroup]:
+    grouped: dict[tuple[Any, ...], list[Sidecar]] = {}
+    for raw in results.files:
+        if raw.sidecar is None:
+            continue
+        s = raw.sidecar
+        key = (s.phase, s.name, s.command, tuple(sorted(s.env.items())))
+        grouped.setdefault(key, []).append(s)
+    return [
+        StepGroup(
+            name=name,
+            phase=phase,
+            command=command,
+            env=env,
+            hosts=tuple(s.host for s in sidecars),
+            outcomes=tuple(Counter(_outcome(s) for s in sidecars).most_common()),
+            duration_s=tuple(s.duration_s for s in sidecars if s.duration_s is not None),
+        )
+        for (phase, name, command, env), sidecars in grouped.items()
+    ]
+
+
+def version_summary(hosts: list[HostFacts]) -> list[dict[str, Any]]:
+    """Each fact with its distinct values across hosts; more than one value is worth a look."""
+    summary = []
+    for attribute, label in FACT_FIELDS:
+        seen = Counter(format_value(getattr(h, attribute)) or "unknown" for h in hosts)
+        summary.append(
+            {
+                "label": label,
+                "values": seen.most_common(),
+                "mixed": len([v for v in seen if v != "unknown"]) > 1,
+            }
+        )
+    return summary
+
+
+def metric_stats(rows: list[HostRow], metric: str) -> dict[str, float] | None:
+    present = [v for r in rows if (v := r.metrics.get(metric)) is not None]
+    if not present:
+        return None
+    return {"min": min(present), "median": statistics.median(present), "max": max(present)}
+
+
+def _busbw_section(results: RunResults, chart_set: ChartSet) -> list[dict[str, Any]]:
+    by_key: dict[str, list[charts.BusbwSeries]] = {}
+    for one in charts.busbw_series(results):
+        by_key.setdefault(one.key, []).append(one)
+    sections = []
+    for key, series in by_key.items():
+        drawn = [s for s in series if s.sizes]
+        peaks = charts.collective_peaks(results.expectations, drawn)
+        title = f"{key}: busbw vs message size"
+        sections.append(
+            {
+                "key": key,
+                "chart": chart_set.add(charts.busbw_figure(title, drawn, peaks)) if drawn else None,
+                "runs": len(series),
+                "empty": [s for s in series if not s.sizes],
+                "aggregated": len(drawn) > charts.MAX_LINES_PER_CHART,
+                "peaks": sorted({(p.per_direction_gbps, p.duplex_gbps, p.basis) for p in peaks}),
+            }
+        )
+    return sections
+
+
+def _p2p_section(
+    results: RunResults, chart_set: ChartSet, hosts: list[str]
+) -> list[dict[str, Any]]:
+    sections = []
+    for run in charts.p2p_runs(results):
+        if run.host not in hosts:
+            continue
+        figures = [
+            chart_set.add(charts.heatmap_figure(title, run.matrices[name], unit))
+            for name, title, unit in charts.P2P_MATRICES
+            if name in run.matrices
+        ]
+        sections.append(
+            (hosts.index(run.host), {"host": run.host, "source": run.source, "charts": figures})
+        )
+    return [section for _, section in sorted(sections, key=lambda pair: pair[0])]
+
+
+def _topology_groups(results: RunResults) -> list[dict[str, Any]]:
+    groups: dict[tuple[Any, ...], list[charts.TopoRun]] = {}
+    for run in charts.topo_runs(results):
+        groups.setdefault(run.signature(), []).append(run)
+    return [
+        {
+            "hosts": [r.host for r in runs],
+            "run": runs[0],
+            "sources": [r.source for r in runs],
+        }
+        for runs in sorted(groups.values(), key=len)
+    ]
+
+
+def build_context(results: RunResults) -> dict[str, Any]:
+    rows = host_rows(results)
+    found = outliers(rows)
+    detailed = detail_hosts(rows, found)
+    chart_set = ChartSet()
+    busbw = _busbw_section(results, chart_set)
+    p2p = _p2p_section(results, chart_set, detailed)
+    checks: list[Check] = sort_checks(results.checks)
+    metrics = list(rows[0].metrics) if rows else []
+    diagnostics = run_diagnostics(results)
+    return {
+        "results": results,
+        "counts": status_counts(checks),
+        "failing_hosts": [r.name for r in rows if r.status in ("error", "fail")],
+        "open_checks": [c for c in checks if c.status != "pass"],
+        "passed_checks": [c for c in checks if c.status == "pass"],
+        "max_open_passes": MAX_OPEN_PASSES,
+        "rows": rows,
+        "metrics": metrics,
+        "metric_stats": {m: metric_stats(rows, m) for m in metrics},
+        "outlying": {(o.host, o.metric) for o in found},
+        "outliers": found,
+        "detailed": detailed,
+        "busbw": busbw,
+        "busbw_note": BUSBW_NOTE,
+        "band": charts.EXPECTED_BAND,
+        "large_message": charts.format_bytes(charts.LARGE_MESSAGE_BYTES),
+        "p2p": p2p,
+        "topology": _topology_groups(results),
+        "topo_legend": TOPO_LEGEND,
+        "versions": version_summary(results.hosts),
+        "fact_fields": FACT_FIELDS,
+        "steps": step_groups(results),
+        "diagnostics": diagnostics[:MAX_DIAGNOSTICS],
+        "diagnostics_left_out": max(0, len(diagnostics) - MAX_DIAGNOSTICS),
+        "host_total": len(rows),
+        "charts": chart_set.specs,
+        "outlier_drop": OUTLIER_DROP,
+    }
+
+
+@cache
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("gpuval.report", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["value"] = format_value
+    env.filters["script_json"] = json_for_script
+    env.filters["bytes"] = charts.format_bytes
+    env.globals.update(
+        link_class=link_class, metric_label=metric_label, name_hosts=name_hosts, plotly_js=plotly_js
+    )
+    return env
+
+
+def render_report(results: RunResults) -> str:
+    return _environment().get_template("report.html.j2").render(build_context(results))

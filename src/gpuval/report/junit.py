@@ -1,0 +1,88 @@
+"""junit.xml: one testsuite per host (and one for `cluster`), one testcase per check.
+
+CI systems show it natively. JUnit has no "warn": a warning passes, its reason in <system-out>.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+
+from gpuval.analysis.model import CLUSTER, Check, RunResults
+from gpuval.report.summary import host_names, sort_checks, status_counts
+
+# XML 1.0 forbids most control characters (ANSI colour codes in logs would make the file
+# unreadable); ElementTree escapes markup but writes these through as they are.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
+def xml_text(text: object) -> str:
+    return _NOT_XML.sub("\ufffd", str(text))
+
+
+def _details(check: Check) -> str:
+    parts = [
+        f"status: {check.status}",
+        f"category: {check.category}",
+        f"measured: {check.measured} {check.unit or ''}".rstrip(),
+        f"reference: {check.reference} {check.unit or ''}".rstrip(),
+        f"source: {check.source}",
+    ]
+    return xml_text("\n".join(parts))
+
+
+def _testcase(suite: ET.Element, check: Check) -> None:
+    case = ET.SubElement(
+        suite, "testcase", classname=xml_text(check.host), name=xml_text(check.check_id), time="0"
+    )
+    if check.status == "fail":
+        failure = ET.SubElement(case, "failure", message=xml_text(check.reason), type="fail")
+        failure.text = _details(check)
+    elif check.status == "error":
+        error = ET.SubElement(case, "error", message=xml_text(check.reason), type="error")
+        error.text = _details(check)
+    elif check.status == "warn":
+        ET.SubElement(case, "system-out").text = xml_text(f"WARN: {check.reason}\n") + _details(
+            check
+        )
+
+
+def _set_counts(element: ET.Element, checks: list[Check]) -> None:
+    counts = status_counts(checks)
+    element.set("tests", str(len(checks)))
+    element.set("failures", str(counts["fail"]))
+    element.set("errors", str(counts["error"]))
+    element.set("skipped", "0")
+
+
+def build_junit(results: RunResults) -> ET.ElementTree[ET.Element]:
+    root = ET.Element("testsuites", name=xml_text(f"gpuval {results.run_id}"))
+    _set_counts(root, results.checks)
+    checks = sort_checks(results.checks)
+    suites = host_names(results)
+    if any(c.host == CLUSTER for c in checks):
+        suites.append(CLUSTER)
+    for host in suites:
+        host_checks = [c for c in checks if c.host == host]
+        suite = ET.SubElement(
+            root, "testsuite", name=xml_text(host), timestamp=xml_text(results.generated_at)
+        )
+        _set_counts(suite, host_checks)
+        properties = ET.SubElement(suite, "properties")
+        for name, value in (
+            ("run_id", results.run_id),
+            ("verdict", results.verdict),
+            ("gpuval_version", results.gpuval_version),
+        ):
+            ET.SubElement(properties, "property", name=name, value=xml_text(value))
+        for check in host_checks:
+            _testcase(suite, check)
+    ET.indent(root)
+    return ET.ElementTree(root)
+
+
+def junit_xml(results: RunResults) -> bytes:
+    document: bytes = ET.tostring(
+        build_junit(results).getroot(), encoding="utf-8", xml_declaration=True
+    )
+    return document

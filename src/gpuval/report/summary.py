@@ -1,0 +1,166 @@
+"""summary.json: the small document a nightly job reads (schema: summary.schema.json).
+
+Also the per-host key metrics and their outliers, which the HTML report's comparison table shows.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from gpuval.analysis.model import CLUSTER, STATUS_ORDER, Check, RunResults, Status, worst
+from gpuval.records.base import Diagnostic, to_jsonable
+from gpuval.report.charts import busbw_series, p2p_runs
+
+SCHEMA_VERSION = 1
+P2P_METRIC = "p2p_min_unidirectional_gbps"
+# A host this far below the median of its peers is an outlier. SuperBench flags 5 % below its
+# baseline (shared/notes/references.md); run-to-run spread of p2pBandwidthLatencyTest alone is
+# 5-10 % (shared/notes/tool-outputs.md), so 10 % keeps noise out.
+OUTLIER_DROP = 0.10
+MIN_PEERS_FOR_OUTLIERS = 3
+
+
+@dataclass(frozen=True)
+class HostRow:
+    """One host's status and key metrics; a metric is None where the host has no such run."""
+
+    name: str
+    status: Status
+    counts: dict[Status, int]
+    metrics: dict[str, float | None]
+
+
+@dataclass(frozen=True)
+class Outlier:
+    host: str
+    metric: str
+    value: float
+    median: float
+
+
+BUSBW_PREFIX = "busbw_gbps "
+
+
+def busbw_metric(key: str) -> str:
+    return BUSBW_PREFIX + key
+
+
+def status_counts(checks: list[Check]) -> dict[Status, int]:
+    counted = Counter(check.status for check in checks)
+    return {status: counted.get(status, 0) for status in STATUS_ORDER}
+
+
+def sort_checks(checks: list[Check]) -> list[Check]:
+    """Worst status first, then host and check id, so failures lead every listing."""
+    rank = {status: i for i, status in enumerate(STATUS_ORDER)}
+    return sorted(checks, key=lambda c: (rank[c.status], c.host, c.check_id))
+
+
+def host_names(results: RunResults) -> list[str]:
+    """Inventory order first, then any other host that has checks or files."""
+    names = [h.name for h in results.hosts]
+    extra = {c.host for c in results.checks} | {f.host for f in results.files}
+    return names + sorted(extra - set(names) - {CLUSTER})
+
+
+def host_rows(results: RunResults) -> list[HostRow]:
+    """Status and key metrics per host. Several runs of one metric on a host: the lowest counts."""
+    values: dict[tuple[str, str], list[float]] = {}
+    metric_names: list[str] = []
+
+    def add(host: str, metric: str, value: float | None) -> None:
+        if metric not in metric_names:
+            metric_names.append(metric)
+        if value is not None:
+            values.setdefault((host, metric), []).append(value)
+
+    for series in busbw_series(results):
+        add(series.host, busbw_metric(series.key), series.large_message_busbw())
+    for run in p2p_runs(results):
+        add(run.host, P2P_METRIC, run.min_unidirectional())
+
+    rows = []
+    for name in host_names(results):
+        checks = [c for c in results.checks if c.host == name]
+        rows.append(
+            HostRow(
+                name=name,
+                status=worst([c.status for c in checks]),
+                counts=status_counts(checks),
+                metrics={
+                    m: min(values[(name, m)]) if (name, m) in values else None for m in metric_names
+                },
+            )
+        )
+    return rows
+
+
+def outliers(rows: list[HostRow]) -> list[Outlier]:
+    """Hosts more than OUTLIER_DROP below the median of the hosts that have the metric."""
+    found = []
+    metrics = rows[0].metrics if rows else {}
+    for metric in metrics:
+        present = {r.name: v for r in rows if (v := r.metrics.get(metric)) is not None}
+        if len(present) < MIN_PEERS_FOR_OUTLIERS:
+            continue
+        median = statistics.median(present.values())
+        for host, value in present.items():
+            if value < (1 - OUTLIER_DROP) * median:
+                found.append(Outlier(host, metric, value, median))
+    return found
+
+
+def run_diagnostics(results: RunResults) -> list[Diagnostic]:
+    """Run-folder problems, then every parser warning and error, errors first."""
+    parsed = [d for f in results.files if f.parse for d in f.parse.errors + f.parse.warnings]
+    return sorted(results.diagnostics + parsed, key=lambda d: d.level != "error")
+
+
+def _check_entry(check: Check) -> dict[str, Any]:
+    return {
+        "check_id": check.check_id,
+        "host": check.host,
+        "status": check.status,
+        "reason": check.reason,
+        "measured": check.measured,
+        "reference": check.reference,
+        "unit": check.unit,
+    }
+
+
+def build_summary(results: RunResults) -> dict[str, Any]:
+    rows = host_rows(results)
+    checks = sort_checks(results.checks)
+    cluster_checks = [c for c in checks if c.host == CLUSTER]
+    parse_problems = [
+        d for f in results.files if f.parse for d in f.parse.warnings + f.parse.errors
+    ]
+    diagnostics = results.diagnostics + parse_problems
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "run_id": results.run_id,
+        "generated_at": results.generated_at,
+        "gpuval_version": results.gpuval_version,
+        "verdict": results.verdict,
+        "counts": status_counts(checks),
+        "failing_checks": [_check_entry(c) for c in checks if c.status in ("error", "fail")],
+        "warning_checks": [_check_entry(c) for c in checks if c.status == "warn"],
+        "hosts": [
+            {"name": r.name, "status": r.status, "counts": r.counts, "metrics": r.metrics}
+            for r in rows
+        ],
+        "cluster": {
+            "status": worst([c.status for c in cluster_checks]),
+            "counts": status_counts(cluster_checks),
+        }
+        if cluster_checks
+        else None,
+        "outliers": [to_jsonable(o) for o in outliers(rows)],
+        "diagnostics": {
+            "errors": sum(d.level == "error" for d in diagnostics),
+            "warnings": sum(d.level == "warning" for d in diagnostics),
+        },
+    }
