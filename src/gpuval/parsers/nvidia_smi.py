@@ -1,0 +1,498 @@
+"""nvidia-smi in four forms: the default table, `-q -x` XML, `--query-gpu` csv and `nvlink -s`.
+
+The table is read by its `|` separators, never by character columns: driver eras differ in
+widths and published copies collapse whitespace, but every era keeps the three `|` cells per
+row (GPU/name/persistence, bus id/display, ECC; then fan/temp/perf/power, memory, util/compute;
+newer drivers add a MIG mode row).
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Callable
+
+from gpuval.parsers.text import Line, iter_lines, parse_int, parse_number
+from gpuval.records.base import ParseResult
+from gpuval.records.nvidia_smi import (
+    MigDevice,
+    NvidiaSmiRun,
+    NvLinkState,
+    PcieLink,
+    SmiGpu,
+    SmiProcess,
+)
+
+TABLE, XML, CSV, NVLINK = "nvidia-smi", "nvidia-smi-xml", "nvidia-smi-csv", "nvidia-smi-nvlink"
+TOOLS = (TABLE, XML, CSV, NVLINK)
+
+_ABSENT = {
+    "",
+    "N/A",
+    "[N/A]",
+    "NOT SUPPORTED",
+    "[NOT SUPPORTED]",
+    "UNKNOWN ERROR",
+    "[UNKNOWN ERROR]",
+}
+
+
+def detect(text: str) -> tuple[str, int] | None:
+    if "<nvidia_smi_log" in text:
+        return XML, 95
+    if "NVIDIA-SMI" in text and "Driver Version" in text:
+        return TABLE, 90
+    head = text[:1_000_000]
+    if _NVLINK_LINK.search(head) and _NVLINK_GPU.search(head):
+        return NVLINK, 85
+    if _csv_header_line(head.splitlines()[:20]) is not None:
+        return CSV, 80
+    return None
+
+
+def parse(text: str, source: str | None = None, tool: str | None = None) -> ParseResult:
+    chosen = tool or (detect(text) or (TABLE, 0))[0]
+    result = ParseResult(tool=chosen, source=source)
+    readers: dict[str, Callable[[str, ParseResult], NvidiaSmiRun | None]] = {
+        TABLE: _read_table,
+        XML: _read_xml,
+        CSV: _read_csv,
+        NVLINK: _read_nvlink,
+    }
+    run = readers[chosen](text, result)
+    if run is not None:
+        result.runs.append(run)
+    return result
+
+
+def _value(token: str | None) -> str | None:
+    """A printed value, or None for N/A and the like."""
+    if token is None:
+        return None
+    token = token.strip()
+    return None if token.upper() in _ABSENT else token
+
+
+def _number(token: str | None) -> float | None:
+    """The leading number of a value with a unit ('81559 MiB', '70.00 W', '30 %', '56C')."""
+    value = _value(token)
+    if value is None:
+        return None
+    found = re.match(r"[-+]?\d[\d_,]*(?:\.\d+)?", value)
+    return parse_number(found.group(0)) if found else None
+
+
+def _integer(token: str | None) -> int | None:
+    """An integer such as a link generation or a width printed as '16x'."""
+    value = _value(token)
+    if value is None:
+        return None
+    found = re.match(r"\d+", value)
+    return parse_int(found.group(0)) if found else None
+
+
+# --- default table -------------------------------------------------------------------------
+
+_SMI_VERSION = re.compile(r"NVIDIA-SMI\s+(\S+)")
+_DRIVER = re.compile(r"Driver Version:\s*(\S+)")
+_CUDA = re.compile(r"CUDA Version:\s*(\S+)")
+_TIMESTAMP = re.compile(r"^\s*(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\s*$")
+_BUS_ID = re.compile(
+    r"^([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])(?:\s+(\S+))?$"
+)
+_GPU_FIRST = re.compile(r"^(\d+)\s+(.+?)\s+(\S+)$")
+_GPU_SECOND = re.compile(r"^(\S+)\s+(\S+)\s+(\S+)\s+(.*?)\s*/\s*(.*?)$")
+_MEMORY = re.compile(r"(\S+?)\s*MiB\s*/\s*(\S+?)\s*MiB")
+_PROCESS = re.compile(
+    r"^(\d+|N/A)\s+(?:(\S+)\s+(\S+)\s+)?(\d+|N/A)\s+(C\+G|M\+C|M\+G|C|G|M)\s+(.*?)\s+(\S+)$"
+)
+_MIG_ROW = re.compile(r"^(\d+)\s+(\d+)\s+(\d+)\s+(\d+)$")
+
+
+def _cells(text: str) -> list[str] | None:
+    """The `|`-separated cells of a table row, or None when the line is not one."""
+    stripped = text.strip()
+    if not stripped.startswith("|") or set(stripped) <= set("|=-+ "):
+        return None
+    return [cell.strip() for cell in stripped.strip("|").split("|")]
+
+
+class _Table:
+    def __init__(self, result: ParseResult) -> None:
+        self.result = result
+        self.run = NvidiaSmiRun(format="table")
+        self.section = "gpus"
+        self.gpu: SmiGpu | None = None
+        self.gpu_row = 0
+        self.has_mig_row = False
+
+    def feed(self, line: Line) -> None:
+        text = line.text
+        if "NVIDIA-SMI" in text:
+            self.read_banner(text)
+            return
+        timestamp = _TIMESTAMP.match(text)
+        if timestamp and not self.run.gpus:
+            self.run.timestamp = timestamp.group(1)
+            return
+        if "Processes:" in text:
+            self.section = "processes"
+            return
+        if "MIG devices:" in text:
+            self.section = "mig"
+            return
+        if "MIG M." in text:
+            self.has_mig_row = True
+        cells = _cells(text)
+        if cells is None:
+            self.gpu = None
+            return
+        if self.section == "gpus":
+            self.read_gpu_row(line, cells)
+        elif self.section == "mig":
+            self.read_mig_row(cells)
+        elif self.section == "processes":
+            self.read_process_row(line, cells)
+
+    def read_banner(self, text: str) -> None:
+        for pattern, name in ((_DRIVER, "driver_version"), (_CUDA, "cuda_version")):
+            found = pattern.search(text)
+            if found:
+                setattr(self.run, name, _value(found.group(1)))
+        if self.run.driver_version is None:
+            version = _SMI_VERSION.search(text)
+            self.run.driver_version = version.group(1) if version else None
+
+    def read_gpu_row(self, line: Line, cells: list[str]) -> None:
+        if len(cells) < 3:
+            return
+        first = _GPU_FIRST.match(cells[0])
+        bus = _BUS_ID.match(cells[1])
+        if first and bus:
+            index, name, persistence = first.groups()
+            self.gpu = SmiGpu(
+                index=int(index),
+                name=name,
+                persistence_mode=_value(persistence),
+                pci_bus_id=bus.group(1),
+                ecc_volatile_uncorrected=_value(cells[2]),
+            )
+            self.run.gpus.append(self.gpu)
+            self.gpu_row = 1
+            return
+        if self.gpu is None:
+            return
+        self.gpu_row += 1
+        if self.gpu_row == 2:
+            self.read_second_row(line, self.gpu, cells)
+        elif self.gpu_row == 3 and self.has_mig_row and not cells[0] and not cells[1]:
+            self.gpu.mig_mode = _value(cells[2])
+
+    def read_second_row(self, line: Line, gpu: SmiGpu, cells: list[str]) -> None:
+        second = _GPU_SECOND.match(cells[0])
+        memory = _MEMORY.search(cells[1])
+        if second is None or memory is None:
+            self.result.warn(
+                f"GPU {gpu.index}: unreadable fan/temp/power or memory row", line.number
+            )
+            return
+        fan, temperature, perf, draw, cap = second.groups()
+        gpu.fan_percent = _number(fan)
+        gpu.temperature_c = _number(temperature)
+        gpu.performance_state = _value(perf)
+        gpu.power_draw_w = _number(draw)
+        gpu.power_limit_w = _number(cap)
+        gpu.memory_used_mib = _number(memory.group(1))
+        gpu.memory_total_mib = _number(memory.group(2))
+        util, _, compute = cells[2].partition(" ")
+        gpu.utilization_gpu_percent = _number(util)
+        gpu.compute_mode = _value(compute)
+
+    def read_mig_row(self, cells: list[str]) -> None:
+        ids = _MIG_ROW.match(cells[0]) if len(cells) >= 2 else None
+        if ids is None:
+            return
+        gpu, gi, ci, dev = (int(v) for v in ids.groups())
+        memory = _MEMORY.search(cells[1])
+        used, total = (memory.group(1), memory.group(2)) if memory else (None, None)
+        self.run.mig_devices.append(MigDevice(gpu, gi, ci, dev, _number(used), _number(total)))
+
+    def read_process_row(self, line: Line, cells: list[str]) -> None:
+        content = " ".join(cells).strip()
+        if not content or not content[0].isdigit():
+            return
+        row = _PROCESS.match(content)
+        if row is None:
+            self.result.warn(f"unreadable process row {content!r}", line.number)
+            return
+        gpu, gi, ci, pid, kind, name, memory = row.groups()
+        self.run.processes.append(
+            SmiProcess(
+                gpu=parse_int(gpu),
+                pid=parse_int(pid),
+                type=kind,
+                name=name,
+                memory_mib=_number(memory),
+                gi=_value(gi),
+                ci=_value(ci),
+            )
+        )
+
+
+def _read_table(text: str, result: ParseResult) -> NvidiaSmiRun | None:
+    table = _Table(result)
+    for line in iter_lines(text):
+        table.feed(line)
+    run = table.run
+    if not run.gpus and run.driver_version is None:
+        result.error("no nvidia-smi table found (no NVIDIA-SMI banner and no GPU row)")
+        return None
+    if not run.gpus:
+        result.warn("nvidia-smi table lists no GPU")
+    return run
+
+
+# --- -q -x XML -----------------------------------------------------------------------------
+
+
+def _xml_text(element: ET.Element, path: str) -> str | None:
+    found = element.find(path)
+    return None if found is None or found.text is None else _value(found.text)
+
+
+def _xml_first(element: ET.Element, *paths: str) -> str | None:
+    for path in paths:
+        value = _xml_text(element, path)
+        if value is not None:
+            return value
+    return None
+
+
+def _paths(parents: tuple[str, ...], *names: str) -> list[str]:
+    return [f"{parent}/{name}" for parent in parents for name in names]
+
+
+def _xml_gpu(index: int, gpu: ET.Element) -> SmiGpu:
+    link = "pci/pci_gpu_link_info/"
+    pcie = PcieLink(
+        gen_current=_integer(_xml_text(gpu, link + "pcie_gen/current_link_gen")),
+        gen_max=_integer(_xml_text(gpu, link + "pcie_gen/max_link_gen")),
+        width_current=_integer(_xml_text(gpu, link + "link_widths/current_link_width")),
+        width_max=_integer(_xml_text(gpu, link + "link_widths/max_link_width")),
+        gen_device_max=_integer(_xml_text(gpu, link + "pcie_gen/max_device_link_gen")),
+        gen_host_max=_integer(_xml_text(gpu, link + "pcie_gen/max_host_link_gen")),
+    )
+    has_pcie = gpu.find(link.rstrip("/")) is not None
+    # Drivers from 535 on moved power under gpu_power_readings and renamed the limit.
+    power = ("power_readings", "gpu_power_readings")
+    return SmiGpu(
+        index=index,
+        name=_xml_text(gpu, "product_name"),
+        pci_bus_id=_xml_text(gpu, "pci/pci_bus_id") or _value(gpu.get("id")),
+        uuid=_xml_text(gpu, "uuid"),
+        persistence_mode=_xml_text(gpu, "persistence_mode"),
+        ecc_mode=_xml_text(gpu, "ecc_mode/current_ecc"),
+        mig_mode=_xml_text(gpu, "mig_mode/current_mig"),
+        compute_mode=_xml_text(gpu, "compute_mode"),
+        performance_state=_xml_text(gpu, "performance_state"),
+        fan_percent=_number(_xml_text(gpu, "fan_speed")),
+        temperature_c=_number(_xml_text(gpu, "temperature/gpu_temp")),
+        power_draw_w=_number(
+            _xml_first(
+                gpu, *(f"{p}/{f}" for p in power for f in ("power_draw", "instant_power_draw"))
+            )
+        ),
+        power_limit_w=_number(
+            _xml_first(
+                gpu, *(f"{p}/{f}" for p in power for f in ("power_limit", "current_power_limit"))
+            )
+        ),
+        memory_used_mib=_number(_xml_text(gpu, "fb_memory_usage/used")),
+        memory_total_mib=_number(_xml_text(gpu, "fb_memory_usage/total")),
+        utilization_gpu_percent=_number(_xml_text(gpu, "utilization/gpu_util")),
+        pcie=pcie if has_pcie else None,
+    )
+
+
+def _read_xml(text: str, result: ParseResult) -> NvidiaSmiRun | None:
+    parser: ET.XMLPullParser[ET.Element] = ET.XMLPullParser(events=("start",))
+    root: ET.Element | None = None
+    try:
+        # A broken document still yields the events before the break; the tree built so far
+        # keeps every element already read, so a truncated file gives its complete fields.
+        parser.feed(text)
+        for event in parser.read_events():
+            element = event[-1] if isinstance(event, tuple) else None
+            if root is None and isinstance(element, ET.Element):
+                root = element
+        parser.close()
+    except ET.ParseError as problem:
+        line = problem.position[0] if problem.position else None
+        result.error(f"XML ends or breaks early ({problem}); read what came before", line)
+    if root is None or root.tag != "nvidia_smi_log":
+        result.error("no <nvidia_smi_log> document found")
+        return None
+    run = NvidiaSmiRun(
+        format="xml",
+        timestamp=_xml_text(root, "timestamp"),
+        driver_version=_xml_text(root, "driver_version"),
+        cuda_version=_xml_text(root, "cuda_version"),
+        attached_gpus=_integer(_xml_text(root, "attached_gpus")),
+        gpus=[_xml_gpu(i, gpu) for i, gpu in enumerate(root.findall("gpu"))],
+    )
+    if run.attached_gpus is not None and run.attached_gpus != len(run.gpus):
+        result.warn(f"attached_gpus is {run.attached_gpus} but {len(run.gpus)} <gpu> found")
+    return run
+
+
+# --- --query-gpu csv -----------------------------------------------------------------------
+
+_COLUMN_NAME = re.compile(r"^[a-z][a-z0-9_]*(?:\.[a-z0-9_]+)*(?: \[[^\]]*\])?$")
+_QUERY = re.compile(r"--query-gpu[= ]([A-Za-z0-9_.,]+)")
+_CSV_GPU_FIELDS: dict[str, str] = {
+    "index": "index",
+    "name": "name",
+    "gpu_name": "name",
+    "pci.bus_id": "pci_bus_id",
+    "gpu_bus_id": "pci_bus_id",
+    "uuid": "uuid",
+    "gpu_uuid": "uuid",
+    "persistence_mode": "persistence_mode",
+    "ecc.mode.current": "ecc_mode",
+    "mig.mode.current": "mig_mode",
+    "compute_mode": "compute_mode",
+    "pstate": "performance_state",
+    "fan.speed": "fan_percent",
+    "temperature.gpu": "temperature_c",
+    "power.draw": "power_draw_w",
+    "power.draw.instant": "power_draw_w",
+    "power.limit": "power_limit_w",
+    "memory.used": "memory_used_mib",
+    "memory.total": "memory_total_mib",
+    "utilization.gpu": "utilization_gpu_percent",
+}
+_CSV_PCIE_FIELDS: dict[str, str] = {
+    "pcie.link.gen.current": "gen_current",
+    "pcie.link.gen.gpucurrent": "gen_current",
+    "pcie.link.gen.max": "gen_max",
+    "pcie.link.gen.gpumax": "gen_device_max",
+    "pcie.link.gen.hostmax": "gen_host_max",
+    "pcie.link.width.current": "width_current",
+    "pcie.link.width.max": "width_max",
+}
+_NUMERIC_GPU_FIELDS = {
+    "fan_percent",
+    "temperature_c",
+    "power_draw_w",
+    "power_limit_w",
+    "memory_used_mib",
+    "memory_total_mib",
+    "utilization_gpu_percent",
+}
+
+
+def _split_csv(text: str) -> list[str]:
+    return next(csv.reader([text], skipinitialspace=True), [])
+
+
+def _csv_header_line(lines: list[str]) -> int | None:
+    """Index of the header row among `lines`: every cell a query name, one of them known."""
+    for position, text in enumerate(lines):
+        cells = [c.strip() for c in _split_csv(text)]
+        if len(cells) < 1 or not all(_COLUMN_NAME.match(c) for c in cells):
+            continue
+        names = {c.split(" [")[0] for c in cells}
+        if names & (set(_CSV_GPU_FIELDS) | set(_CSV_PCIE_FIELDS) | {"driver_version"}):
+            return position
+    return None
+
+
+def _read_csv(text: str, result: ParseResult) -> NvidiaSmiRun | None:
+    lines = list(iter_lines(text))
+    header_at = _csv_header_line([line.text for line in lines])
+    if header_at is not None:
+        columns = [c.strip().split(" [")[0] for c in _split_csv(lines[header_at].text)]
+        data = lines[header_at + 1 :]
+    else:
+        query = next((_QUERY.search(line.text) for line in lines if _QUERY.search(line.text)), None)
+        if query is None:
+            result.error("csv without a header row, and no --query-gpu= command to name columns")
+            return None
+        columns = [c for c in query.group(1).split(",") if c]
+        data = [line for line in lines if "--query-gpu" not in line.text]
+    run = NvidiaSmiRun(format="csv", csv_columns=columns)
+    for line in data:
+        if not line.text.strip():
+            continue
+        values = _split_csv(line.text)
+        if len(values) != len(columns):
+            result.warn(
+                f"csv row has {len(values)} values for {len(columns)} columns; skipped", line.number
+            )
+            continue
+        run.gpus.append(_csv_gpu(run, dict(zip(columns, values, strict=True))))
+    if not run.gpus:
+        result.warn("csv lists no GPU")
+    return run
+
+
+def _csv_gpu(run: NvidiaSmiRun, row: dict[str, str]) -> SmiGpu:
+    fields = {name: _value(value) for name, value in row.items()}
+    gpu = SmiGpu(fields=fields)
+    pcie = PcieLink()
+    for name, value in fields.items():
+        if name in _CSV_PCIE_FIELDS:
+            setattr(pcie, _CSV_PCIE_FIELDS[name], _integer(value))
+        elif name in _CSV_GPU_FIELDS:
+            attribute = _CSV_GPU_FIELDS[name]
+            if attribute == "index":
+                gpu.index = _integer(value)
+            elif attribute in _NUMERIC_GPU_FIELDS:
+                setattr(gpu, attribute, _number(value))
+            else:
+                setattr(gpu, attribute, value)
+        elif name == "driver_version" and value is not None:
+            run.driver_version = run.driver_version or value
+    if any(name in _CSV_PCIE_FIELDS for name in fields):
+        gpu.pcie = pcie
+    return gpu
+
+
+# --- nvlink -s -----------------------------------------------------------------------------
+
+_NVLINK_GPU = re.compile(r"^GPU (\d+): (.*?)(?: \(UUID: ([^)]*)\))?\s*$", re.MULTILINE)
+_NVLINK_LINK = re.compile(r"^\s*Link (\d+): (.*?)\s*$", re.MULTILINE)
+_SPEED = re.compile(r"^([\d.]+)\s*GB/s$")
+
+
+def _read_nvlink(text: str, result: ParseResult) -> NvidiaSmiRun | None:
+    run = NvidiaSmiRun(format="nvlink")
+    gpu: SmiGpu | None = None
+    for line in iter_lines(text):
+        header = _NVLINK_GPU.match(line.text)
+        link = _NVLINK_LINK.match(line.text)
+        if header:
+            index, name, uuid = header.groups()
+            gpu = SmiGpu(index=int(index), name=name, uuid=uuid, nvlinks=[])
+            run.gpus.append(gpu)
+        elif link and gpu is not None and gpu.nvlinks is not None:
+            gpu.nvlinks.append(_link_state(line, int(link.group(1)), link.group(2), result))
+        elif link:
+            result.warn("link line before any `GPU N:` line; ignored", line.number)
+        elif line.text.strip().startswith(".."):
+            result.warn("lines elided ('...') here: the GPU list may be incomplete", line.number)
+    if not run.gpus:
+        result.error("no `GPU N: NAME` line found")
+        return None
+    return run
+
+
+def _link_state(line: Line, number: int, printed: str, result: ParseResult) -> NvLinkState:
+    speed = _SPEED.match(printed)
+    if speed:
+        return NvLinkState(number, parse_number(speed.group(1)), "active")
+    if printed.strip("<>").lower() == "inactive":
+        return NvLinkState(number, None, "inactive")
+    result.warn(f"link {number}: unrecognised state {printed!r} kept as printed", line.number)
+    return NvLinkState(number, None, printed)
