@@ -1,0 +1,125 @@
+"""Records for nccl-tests / rccl-tests runs (schema: run-nccl-tests.schema.json).
+
+Every number is kept as printed; a value the output does not show is None, never a guess.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# The collectives nccl-tests and rccl-tests name in `# Collective test starting: X_perf`.
+COLLECTIVES = (
+    "all_reduce",
+    "all_gather",
+    "reduce_scatter",
+    "alltoall",
+    "broadcast",
+    "reduce",
+    "sendrecv",
+    "hypercube",
+    "gather",
+    "scatter",
+)
+
+
+@dataclass
+class NcclHalf:
+    """The out-of-place or the in-place half of one table row."""
+
+    time_us: float | None = None
+    algbw_gbps: float | None = None
+    busbw_gbps: float | None = None
+    # Count of wrong elements (current builds); None where N/A or where only `error` is printed.
+    wrong: int | None = None
+    # Old builds print a maximum error magnitude (`0e+00`, `1e-06`) instead of a count.
+    error: float | None = None
+    # Columns beyond the classic four (`-I 1` per-iteration statistics: i_min, i_max, ...).
+    extra: dict[str, float | None] = field(default_factory=dict)
+
+
+@dataclass
+class NcclRow:
+    size_bytes: int
+    count: int | None = None
+    dtype: str | None = None
+    redop: str | None = None
+    root: int | None = None
+    out_of_place: NcclHalf | None = None
+    in_place: NcclHalf | None = None
+    # `-S 1` appends the wall-clock time the row was printed.
+    timestamp: str | None = None
+    line: int | None = None
+
+
+@dataclass
+class NcclDevice:
+    rank: int
+    group: int | None = None
+    pid: int | None = None
+    host: str | None = None
+    device: int | None = None
+    pci_bus: str | None = None
+    name: str | None = None
+
+
+@dataclass
+class NcclFailure:
+    """`HOST: Test NCCL failure common.cu:1204 'msg'` and kin; `line`: the source line named."""
+
+    host: str | None
+    kind: str  # "nccl" | "cuda" | "other"
+    file: str | None
+    line: int | None
+    message: str
+    pid: int | None = None
+    # ` .. HOST pid N: Test failure common.cu:915` lines that propagated this failure.
+    trace: list[str] = field(default_factory=list)
+    log_line: int | None = None
+
+
+@dataclass
+class NcclWarning:
+    """One `NCCL WARN` line of NCCL_DEBUG output."""
+
+    host: str | None
+    message: str
+    log_line: int
+
+
+@dataclass
+class NcclOutOfBounds:
+    count: int
+    ok: bool
+
+
+@dataclass
+class NcclRun:
+    """One run of one nccl-tests / rccl-tests binary, as far as the output shows it."""
+
+    collective: str | None = None
+    collective_inferred: bool = False
+    program: str | None = None
+    command: str | None = None
+    nranks: int | None = None
+    complete: bool = False
+    rows: list[NcclRow] = field(default_factory=list)
+    avg_busbw_gbps: float | None = None
+    avg_busbw_check: str | None = None
+    out_of_bounds: NcclOutOfBounds | None = None
+    devices: list[NcclDevice] = field(default_factory=list)
+    nccl_version: str | None = None
+    nccl_tests_version: str | None = None
+    runtime_versions: dict[str, str] = field(default_factory=dict)
+    header: dict[str, int | str | bool] = field(default_factory=dict)
+    columns: list[str] = field(default_factory=list)
+    extra_columns: list[str] = field(default_factory=list)
+    time_column: str = "time"
+    hosts: list[str] = field(default_factory=list)
+    nccl_versions_by_host: dict[str, str] = field(default_factory=dict)
+    transports: list[str] = field(default_factory=list)
+    algorithms: list[str] = field(default_factory=list)
+    nccl_warnings: list[NcclWarning] = field(default_factory=list)
+    failures: list[NcclFailure] = field(default_factory=list)
+    json_output: str | None = None
+    start_line: int | None = None
+    end_line: int | None = None
