@@ -87,6 +87,7 @@ class HostFacts:
     nccl_version: str | None = None
     mpi_version: str | None = None
     nccl_tests_version: str | None = None
+    gpu_name: str | None = None  # as printed; gpu_model is the catalog model it maps to
 
 
 @dataclass
@@ -98,6 +99,7 @@ class Expectation:
     per_direction_gbps: float
     duplex_gbps: float
     basis: str  # how it was derived, e.g. "NVLink 4 x 18 links (NV18) = 450 GB/s per direction"
+    source: str | None = None  # where the peak's numbers come from (hardware.json "source")
 
 
 @dataclass

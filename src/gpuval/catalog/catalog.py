@@ -223,12 +223,12 @@ def nic_peak(rate_gbit: float, link_layer: str | None = None) -> Peak:
     return Peak(rate_gbit / 8, f"{rate_gbit:g} Gb/s / 8", "line rate", f"{rate_gbit:g} Gb/s NIC")
 
 
-def internode_peak(nic_rates_gbit: Sequence[float], gpus_per_node: int) -> Peak | None:
-    """Per-GPU per-direction share of a node's NICs: what inter-node busbw can reach
-    (8 GPUs with 8x NDR: 400 GB/s per node, 50 GB/s per GPU)."""
-    if not nic_rates_gbit or gpus_per_node < 1:
+def internode_peak(ports: Sequence[tuple[float, str | None]], gpus_per_node: int) -> Peak | None:
+    """Per-GPU per-direction share of a node's NIC ports, given as (rate in Gb/s, link layer):
+    what inter-node busbw can reach (8 GPUs with 8x NDR: 400 GB/s per node, 50 per GPU)."""
+    if not ports or gpus_per_node < 1:
         return None
-    peaks = [nic_peak(rate) for rate in nic_rates_gbit]
+    peaks = [nic_peak(rate, layer) for rate, layer in ports]
     total = sum(peak.per_direction_gbps for peak in peaks)
     kinds = sorted({peak.link for peak in peaks})
     return Peak(

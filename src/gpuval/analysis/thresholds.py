@@ -1,0 +1,80 @@
+"""Verdict thresholds: defaults with their reasoning, and a JSON override file.
+
+Fractions are of the theoretical per-direction (unidirectional) peak from the hardware catalog.
+Reasoning (numbers from shared/notes/references.md):
+- Practice reaches 80-90 % of the per-direction spec at best. Public healthy references sit at
+  78-83 %: 4x H100 all_reduce 355.9/450 = 79 %, 8x A100 ~235/300 = 78 %, 8x H100 p2p 376/450 =
+  83 %. Run-to-run spread is 5-10 %. A healthy 79 % reading that lands 10 % low is ~71 %, so
+  "pass" starts at 0.70.
+- Below 0.50 something is physically wrong (a lost NVLink bundle, a x8 PCIe link, traffic on the
+  wrong path); note that 0.40 of a *duplex* figure is 0.80 per direction, so the per-direction
+  peak is the only honest reference. Between the two bands: warn.
+- Large messages: busbw saturates from ~256 MiB-512 MiB (seed 002: A100 sweep); smaller rows
+  measure latency, not bandwidth.
+- p2p cells: a pair below 0.85 of the median of its siblings stands out from the 5-10 % noise
+  of p2pBandwidthLatencyTest; below 0.50 of it the pair is broken.
+- Hosts: SuperBench flags 5 % below baseline; with 5-10 % spread, 10 % below the median of
+  comparable hosts (at least 3) is an outlier worth a warning.
+- NVLS / CollNet: busbw up to ~1.1x the link spec is reported for 8x H100 NVLS (460-480 of 450);
+  readings up to 1.25x with NVLS seen pass with a caveat, anything above the peak without it warns
+  (the reference is then probably wrong: check the GPU model).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+MIB = 1024 * 1024
+
+
+class ThresholdsError(ValueError):
+    """An override file that cannot be used; the message names the file and the problem."""
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    busbw_pass_fraction: float = 0.70
+    busbw_fail_fraction: float = 0.50
+    large_message_min_bytes: int = 256 * MIB
+    p2p_pass_fraction: float = 0.70
+    p2p_fail_fraction: float = 0.50
+    p2p_sibling_warn_fraction: float = 0.85
+    p2p_sibling_fail_fraction: float = 0.50
+    host_outlier_fraction: float = 0.90
+    host_outlier_min_hosts: int = 3
+    nvls_max_over_peak: float = 1.25
+
+
+DEFAULTS = Thresholds()
+
+
+def load_thresholds(path: Path | None) -> Thresholds:
+    """The defaults, overridden by the keys of a JSON object file (unknown keys are errors, so a
+    typo cannot silently keep a default)."""
+    if path is None:
+        return DEFAULTS
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ThresholdsError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    except json.JSONDecodeError as exc:
+        raise ThresholdsError(
+            f"{path}: not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+        ) from exc
+    if not isinstance(document, dict):
+        raise ThresholdsError(f"{path}: must hold a JSON object of threshold names to numbers")
+    fields = {f.name: f for f in dataclasses.fields(Thresholds)}
+    unknown = sorted(set(document) - set(fields))
+    if unknown:
+        raise ThresholdsError(
+            f"{path}: unknown threshold(s) {', '.join(unknown)}; known: {', '.join(fields)}"
+        )
+    values: dict[str, object] = {}
+    for key, value in document.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise ThresholdsError(f"{path}: {key} must be a non-negative number, not {value!r}")
+        values[key] = int(value) if fields[key].type == "int" else float(value)
+    return dataclasses.replace(DEFAULTS, **values)  # type: ignore[arg-type]

@@ -1,0 +1,279 @@
+"""Normalise a judged run: results.json (the whole RunResults, schema-validated) and the long
+tables (measurements.csv) that the report and notebooks read. Also the typed views of parsed
+runs that the checks and tables share, and the HostFacts gathered from them.
+
+Tables are pure functions returning DataFrames; nothing here judges.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from gpuval.analysis.model import HostFacts, RawFile, RunResults
+from gpuval.catalog import identify_gpu
+from gpuval.records.base import to_jsonable
+from gpuval.runfolder import RunFolder
+from gpuval.schema import validate
+
+NCCL_TOOLS = frozenset({"nccl-tests", "rccl-tests"})
+P2P_TOOLS = frozenset({"p2pBandwidthLatencyTest"})
+TOPO_TOOLS = frozenset({"nvidia-smi-topo"})
+SMI_TOOLS = frozenset({"nvidia-smi", "nvidia-smi-xml", "nvidia-smi-csv", "nvidia-smi-nvlink"})
+BENCH_TOOLS = frozenset({"all_reduce_bench"})
+IB_TOOLS = frozenset({"ibstat", "ibv_devinfo"})
+# Tools whose runs are measurements; the others describe the hardware (inventory).
+MEASURING_TOOLS = NCCL_TOOLS | P2P_TOOLS | BENCH_TOOLS | {"nvbandwidth", "iperf3"}
+
+MEASUREMENT_COLUMNS = [
+    "host", "file", "tool", "run", "collective", "nranks", "size_bytes", "count", "dtype",
+    "redop", "placement", "time_us", "algbw_gbps", "busbw_gbps", "wrong", "metric", "src", "dst",
+    "value", "unit", "line",
+]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ToolRun:
+    """One parsed run of one raw file, as its JSON document (field names of the run schemas)."""
+
+    file: RawFile
+    index: int  # position in the file's runs
+    data: dict[str, Any]
+
+    @property
+    def host(self) -> str:
+        return self.file.host
+
+    @property
+    def tool(self) -> str:
+        return self.file.parse.tool if self.file.parse else ""
+
+    def source(self, line: int | None = None) -> str:
+        return f"{self.file.path}:{line}" if line else self.file.path
+
+
+def tool_runs(files: Iterable[RawFile], tools: frozenset[str] | None = None) -> Iterator[ToolRun]:
+    """Every parsed run of the given tools (all tools when None), in file order."""
+    for raw in files:
+        if raw.parse is None or (tools is not None and raw.parse.tool not in tools):
+            continue
+        for index, run in enumerate(raw.parse.runs):
+            data = to_jsonable(run)
+            if isinstance(data, dict):
+                yield ToolRun(raw, index, data)
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def as_dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+# ---------------------------------------------------------------- host facts
+
+
+def _first_text(values: Iterable[Any]) -> str | None:
+    for value in values:
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return None
+
+
+def _gpu_names(runs: list[ToolRun]) -> list[str]:
+    """GPU names from nvidia-smi, p2p and benchmark device lists, preflight outputs first."""
+    names: list[str] = []
+    for run in runs:
+        for key in ("gpus", "devices"):
+            for device in as_list(run.data.get(key)):
+                name = as_dict(device).get("name") or as_dict(device).get("product_name")
+                if isinstance(name, str) and name.strip():
+                    names.append(name.strip())
+        env = as_dict(run.data.get("environment"))
+        if isinstance(env.get("device_name"), str):
+            names.append(env["device_name"])
+        elif isinstance(env.get("hardware"), str):
+            match = re.search(r"name='([^']+)'", env["hardware"])
+            if match:
+                names.append(match.group(1))
+    return names
+
+
+def _declared_model(meta: dict[str, Any], host: str) -> str | None:
+    """run.json config.hardware.<host>.gpu_model: the inventory's word when no output names it."""
+    hardware = as_dict(as_dict(meta.get("config")).get("hardware"))
+    declared = as_dict(hardware.get(host)).get("gpu_model")
+    return declared if isinstance(declared, str) else None
+
+
+def _topo_gpu_count(runs: list[ToolRun]) -> int | None:
+    for run in runs:
+        if run.tool in TOPO_TOOLS:
+            gpus = [d for d in as_list(run.data.get("devices")) if str(d).startswith("GPU")]
+            if gpus:
+                return len(gpus)
+    return None
+
+
+def _versions(runs: list[ToolRun], keys: tuple[str, ...]) -> str | None:
+    values = []
+    for run in runs:
+        for key in keys:
+            values.append(run.data.get(key))
+            values.append(as_dict(run.data.get("environment")).get(key.split("_")[0]))
+    return _first_text(values)
+
+
+_NCCL_VERSION = re.compile(r"(\d+)\s*[.,]\s*(\d+)\s*[.,]\s*(\d+)")
+
+
+def nccl_version_number(text: str | None) -> str | None:
+    """'2.26.2+cuda12.8' (NCCL_DEBUG) and '(2, 26, 2)' (torch) both -> '2.26.2', so hosts
+    read by different tools compare equal."""
+    match = _NCCL_VERSION.search(text or "")
+    return ".".join(match.groups()) if match else text
+
+
+def host_facts(folder: RunFolder) -> list[HostFacts]:
+    """What each host is, from its nvidia-smi, topo and benchmark outputs (and run.json)."""
+    facts = []
+    for host in folder.hosts:
+        runs = list(tool_runs(f for f in folder.files if f.host == host))
+        ordered = sorted(runs, key=lambda r: r.tool not in SMI_TOOLS)  # preflight first
+        names = _gpu_names(ordered)
+        name = names[0] if names else None
+        declared = _declared_model(folder.meta, host)
+        model = identify_gpu(name) or identify_gpu(declared)
+        smi_gpus = max((len(as_list(r.data.get("gpus"))) for r in ordered), default=0)
+        facts.append(
+            HostFacts(
+                name=host,
+                reachable=host not in folder.unreachable,
+                gpu_model=model.model if model else declared,
+                gpu_count=smi_gpus or _topo_gpu_count(ordered),
+                driver_version=_versions(ordered, ("driver_version",)),
+                cuda_version=_versions(ordered, ("cuda_version",)),
+                nccl_version=nccl_version_number(
+                    _versions(
+                        [r for r in ordered if r.tool in NCCL_TOOLS]
+                        + [r for r in ordered if r.tool in BENCH_TOOLS],
+                        ("nccl_version",),
+                    )
+                ),
+                nccl_tests_version=_versions(
+                    [r for r in ordered if r.tool in NCCL_TOOLS], ("nccl_tests_version", "version")
+                ),
+                gpu_name=name,
+            )
+        )
+    return facts
+
+
+# ---------------------------------------------------------------- tables
+
+
+def _nccl_rows(run: ToolRun) -> Iterator[dict[str, Any]]:
+    for row in as_list(run.data.get("rows")):
+        row = as_dict(row)
+        for placement in ("out_of_place", "in_place"):
+            half = as_dict(row.get(placement))
+            if not half:
+                continue
+            yield {
+                "collective": run.data.get("collective"),
+                "nranks": run.data.get("nranks"),
+                "size_bytes": row.get("size_bytes"),
+                "count": row.get("count"),
+                "dtype": row.get("dtype"),
+                "redop": row.get("redop"),
+                "placement": placement,
+                "time_us": half.get("time_us"),
+                "algbw_gbps": half.get("algbw_gbps"),
+                "busbw_gbps": half.get("busbw_gbps"),
+                "wrong": half.get("wrong"),
+                "line": row.get("line"),
+            }
+
+
+def _bench_rows(run: ToolRun) -> Iterator[dict[str, Any]]:
+    for row in as_list(run.data.get("rows")):
+        row = as_dict(row)
+        yield {
+            "collective": run.data.get("collective"),
+            "nranks": run.data.get("nranks"),
+            "size_bytes": row.get("size_bytes"),
+            "algbw_gbps": row.get("algbw_gbps"),
+            "busbw_gbps": row.get("busbw_gbps"),
+            "line": row.get("line"),
+        }
+
+
+def _matrix_rows(run: ToolRun) -> Iterator[dict[str, Any]]:
+    for metric, matrix in sorted(as_dict(run.data.get("matrices")).items()):
+        unit = "us" if metric.startswith("latency") else "GB/s"
+        for src, cells in enumerate(as_list(matrix)):
+            for dst, value in enumerate(as_list(cells)):
+                yield {"metric": metric, "src": src, "dst": dst, "value": value, "unit": unit}
+
+
+def measurements(files: Iterable[RawFile]) -> pd.DataFrame:
+    """Every measured number in long format, one row per (size, placement) or matrix cell,
+    exactly as printed (no averaging, no dropping)."""
+    records: list[dict[str, Any]] = []
+    for run in tool_runs(files, MEASURING_TOOLS):
+        if run.tool in NCCL_TOOLS:
+            rows: Iterable[dict[str, Any]] = _nccl_rows(run)
+        elif run.tool in BENCH_TOOLS:
+            rows = _bench_rows(run)
+        elif run.tool in P2P_TOOLS:
+            rows = _matrix_rows(run)
+        else:
+            continue
+        base = {"host": run.host, "file": run.file.path, "tool": run.tool, "run": run.index}
+        records += [{**base, **row} for row in rows]
+    frame = pd.DataFrame.from_records(records, columns=MEASUREMENT_COLUMNS)
+    for column in ("nranks", "size_bytes", "count", "wrong", "src", "dst", "line", "run"):
+        frame[column] = frame[column].astype("Int64")
+    return frame
+
+
+# ---------------------------------------------------------------- results.json
+
+
+def results_document(results: RunResults) -> dict[str, Any]:
+    """The results.json document (schema: results.schema.json)."""
+    document = to_jsonable(results)
+    document["schema_version"] = 1
+    document["files"] = [
+        {**to_jsonable(raw), "parse": raw.parse.to_dict() if raw.parse else None}
+        for raw in results.files
+    ]
+    return dict(document)
+
+
+def write_results(results: RunResults, out_dir: Path) -> Path:
+    """Validate and write results.json; deterministic (sorted keys, fixed indent)."""
+    document = results_document(results)
+    validate(document, "results")
+    path = out_dir / "results.json"
+    path.write_text(json.dumps(document, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return path
+
+
+def write_measurements(files: Iterable[RawFile], out_dir: Path) -> Path:
+    path = out_dir / "measurements.csv"
+    measurements(files).to_csv(path, index=False)
+    return path
