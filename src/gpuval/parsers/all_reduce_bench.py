@@ -301,8 +301,8 @@ def _size_bytes(label: str) -> int | None:
     match = _SIZE.match(label.replace(" ", ""))
     if match is None:
         return None
-    power = _PREFIXES.index(match["prefix"]) + 1 if match["prefix"] else 0
-    return int(match["number"]) * 1024**power
+    power: int = _PREFIXES.index(match["prefix"]) + 1 if match["prefix"] else 0
+    return int(match["number"]) << (10 * power)
 
 
 def _bandwidth(cell: str, run: AllReduceBenchRun) -> float | None:
@@ -317,8 +317,16 @@ def _bandwidth(cell: str, run: AllReduceBenchRun) -> float | None:
 
 def _identity(run: AllReduceBenchRun) -> tuple[object, ...]:
     rows = tuple((r.size, r.busbw_gbps, r.algbw_gbps, r.iteration) for r in run.rows)
-    return (run.format, run.collective, run.nranks, run.trials, run.warmups, run.options, rows,
-            astuple(run.environment))
+    return (
+        run.format,
+        run.collective,
+        run.nranks,
+        run.trials,
+        run.warmups,
+        run.options,
+        rows,
+        astuple(run.environment),
+    )
 
 
 def _add_run(result: ParseResult, run: AllReduceBenchRun) -> None:

@@ -40,11 +40,35 @@ _PORT_COUNT_KEYS = ("Number of ports", "phys_port_cnt")
 # every key either tool prints at device or port level, for copies whose indentation was lost
 _KNOWN_KEYS = frozenset(
     {
-        *_DEVICE_FIELDS, *_PORT_COUNT_KEYS, "Hardware version", "System image GUID",
-        "State", "Physical state", "Rate", "Base lid", "LMC", "SM lid", "Capability mask",
-        "Port GUID", "Link layer", "transport", "sys_image_guid", "vendor_id", "vendor_part_id",
-        "hw_ver", "board_id", "state", "phys_state", "max_mtu", "active_mtu", "sm_lid",
-        "port_lid", "port_lmc", "link_layer", "active_width", "active_speed",
+        *_DEVICE_FIELDS,
+        *_PORT_COUNT_KEYS,
+        "Hardware version",
+        "System image GUID",
+        "State",
+        "Physical state",
+        "Rate",
+        "Base lid",
+        "LMC",
+        "SM lid",
+        "Capability mask",
+        "Port GUID",
+        "Link layer",
+        "transport",
+        "sys_image_guid",
+        "vendor_id",
+        "vendor_part_id",
+        "hw_ver",
+        "board_id",
+        "state",
+        "phys_state",
+        "max_mtu",
+        "active_mtu",
+        "sm_lid",
+        "port_lid",
+        "port_lmc",
+        "link_layer",
+        "active_width",
+        "active_speed",
     }
 )
 
@@ -144,8 +168,9 @@ class _Reader:
             counts = [device.attributes[k] for k in _PORT_COUNT_KEYS if k in device.attributes]
             expected = parse_int(counts[0]) if counts else None
             if expected is not None and expected != len(device.ports):
+                printed = len(device.ports)
                 self.result.warn(
-                    f"{device.name} reports {expected} port(s) but {len(device.ports)} were printed",
+                    f"{device.name} reports {expected} port(s) but {printed} were printed",
                     device.line,
                 )
             elif not device.ports:

@@ -75,20 +75,24 @@ def _documents(text: str, result: ParseResult) -> Iterator[tuple[int, Any]]:
         between = text[position : len(text) if brace == -1 else brace].strip()
         if between:
             offset = position + text[position:].index(between[0])
-            result.warn(f"text outside the JSON documents: {between[:80]!r}", _line_of(text, offset))
+            result.warn(
+                f"text outside the JSON documents: {between[:80]!r}", _line_of(text, offset)
+            )
         if brace == -1:
             return
         try:
             document, position = _DECODER.raw_decode(text, brace)
         except json.JSONDecodeError as problem:
-            result.error(f"JSON document cut short or malformed: {problem.msg}",
-                         _line_of(text, problem.pos))
+            result.error(
+                f"JSON document cut short or malformed: {problem.msg}", _line_of(text, problem.pos)
+            )
             return
         yield _line_of(text, brace), document
 
 
-def _add_event(stream: dict[str, Any], event: dict[str, Any], line: int,
-               result: ParseResult) -> None:
+def _add_event(
+    stream: dict[str, Any], event: dict[str, Any], line: int, result: ParseResult
+) -> None:
     kind, data = event["event"], event["data"]
     if kind == "start":
         stream["start"] = data
@@ -150,7 +154,8 @@ def _intervals(entries: Any) -> list[IperfInterval]:
                         bytes=_integer(total.get("bytes")),
                         bits_per_second=_number(total.get("bits_per_second")),
                         retransmits=_integer(total.get("retransmits")),
-                        omitted=total.get("omitted") if isinstance(total.get("omitted"), bool)
+                        omitted=total.get("omitted")
+                        if isinstance(total.get("omitted"), bool)
                         else None,
                         bidir_reverse=reverse,
                     )

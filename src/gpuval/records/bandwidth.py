@@ -1,4 +1,4 @@
-"""Records for the single-node bandwidth tools: ml-engineering's all_reduce_bench and nvbandwidth."""
+"""Records for single-node bandwidth tools: ml-engineering's all_reduce_bench, nvbandwidth."""
 
 from __future__ import annotations
 
