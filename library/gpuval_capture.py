@@ -337,6 +337,8 @@ def main() -> None:
     sidecar_path = os.path.join(dest, f"{name}.meta.json")
     raw_path = os.path.join(dest, f"{name}.{params['raw_ext']}")
     result: dict[str, Any] = {
+        # Explicit: without it Ansible marks any result whose rc is not 0 (or is null) as failed.
+        "failed": False,
         "changed": True,
         "rc": None,
         "timed_out": False,

@@ -278,3 +278,36 @@ def test_bad_arguments_fail(tmp_path: Path, args: dict[str, Any], message: str) 
     assert result["failed"] is True
     assert message in result["msg"]
     assert not (tmp_path / "d").exists()
+
+
+def test_through_ansible_a_failing_command_does_not_fail_the_task(tmp_path: Path) -> None:
+    """Ansible marks results with a non-zero rc as failed unless the module says otherwise."""
+    ansible = Path(sys.executable).parent / "ansible"
+    completed = subprocess.run(
+        [
+            str(ansible),
+            "localhost",
+            "-i",
+            "localhost,",
+            "-c",
+            "local",
+            "-M",
+            str(MODULE.parent),
+            "-e",
+            f"ansible_python_interpreter={sys.executable}",
+            "-m",
+            "gpuval_capture",
+            "-a",
+            json.dumps(
+                {"name": "fails", "dest": str(tmp_path), "command": "exit 4", "phase": "network"}
+            ),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "ANSIBLE_CALLBACK_RESULT_FORMAT": "json"},
+    )
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert '"rc": 4' in completed.stdout
+    assert read_sidecar(tmp_path, "fails")["exit_code"] == 4
