@@ -45,10 +45,8 @@ _SINGLE_HEADER = re.compile(
     r"The average bandwidth of (?P<collective>\w+) with a (?P<payload>[\d.]+)\s*GB payload "
     r"\((?P<trials>\d+) trials, (?P<ranks>\d+) ranks\):"
 )
-_SINGLE_VALUE = re.compile(
-    r"^(?P<kind>algbw|busbw):\s*(?P<value>[\d.]+)\s*(?P<unit>GBps|Gbps)"
-    r"(?:.*?\((?P<gbits>[\d.]+)\s*Gbps\))?"
-)
+# " algbw: 52.186 GBps (std: 0.013) (417.5 Gbps)": the first value and unit are the measurement
+_SINGLE_VALUE = re.compile(r"^(?P<kind>algbw|busbw):\s*(?P<value>[\d.]+)\s*(?P<unit>GBps|Gbps)")
 _HEADERS: tuple[tuple[re.Pattern[str], AllReduceFormat], ...] = (
     (_SWEEP_HEADER, "sweep-table"),
     (_PROFILE_HEADER, "profile-table"),
