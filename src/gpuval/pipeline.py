@@ -71,7 +71,17 @@ def _write_report(results: RunResults, out_dir: Path) -> Path | None:
             file=sys.stderr,
         )
         return None
-    write_report_files(results, out_dir)
+    try:
+        write_report_files(results, out_dir)
+    except OSError:
+        raise
+    except Exception as problem:  # results.json is written: the verdict must still be told
+        print(
+            f"gpuval report: the HTML report could not be rendered (a gpuval bug, please "
+            f"report it): {type(problem).__name__}: {problem}",
+            file=sys.stderr,
+        )
+        return None
     return out_dir / "report.html"
 
 

@@ -1,0 +1,211 @@
+"""`gpuval report RUN_DIR` end to end through the CLI: exit codes, messages, results.json."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuval.cli import main
+from gpuval.schema import validate
+
+SAMPLE = Path(__file__).parents[1] / "data" / "sample-run"
+LAMBDA = SAMPLE / "raw" / "lambda-4xh100"
+ROW_1GIB = "1073741824 268435456 float sum -1 4525.6 237.26 355.89 0 4557.5 235.60 353.40 0"
+
+
+def step(run: Path, host: str, name: str, text: str, tool: str | None, **fields: Any) -> None:
+    folder = run / "raw" / host
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.txt").write_text(text)
+    sidecar = {
+        "schema_version": 1, "name": name, "host": host, "phase": "intranode",
+        "raw": f"{name}.txt", "command": name, "tool": tool, "cwd": None, "env": {},
+        "exit_code": 0, "timed_out": False, "timeout_s": None, "started_at": None,
+        "ended_at": None, "duration_s": None, "skipped": None, **fields,
+    }  # fmt: skip
+    (folder / f"{name}.meta.json").write_text(json.dumps(sidecar))
+
+
+def lambda_run(run: Path, nccl_text: str | None = None, **meta: Any) -> Path:
+    """A one-host run built from the Lambda 4x H100 outputs; `nccl_text` replaces its log."""
+    nccl = nccl_text or (LAMBDA / "nccl-all_reduce.txt").read_text()
+    step(run, "h1", "nvidia-smi", (LAMBDA / "nvidia-smi.txt").read_text(), "nvidia-smi")
+    step(
+        run,
+        "h1",
+        "nvidia-smi-topo",
+        (LAMBDA / "nvidia-smi-topo.txt").read_text(),
+        "nvidia-smi-topo",
+    )
+    step(run, "h1", "nccl-all_reduce", nccl, "nccl-tests")
+    hosts = meta.pop("hosts", ["h1"])
+    expected = meta.pop("expected", {"h1": ["nvidia-smi", "nvidia-smi-topo", "nccl-all_reduce"]})
+    (run / "run.json").write_text(
+        json.dumps(
+            {"run_id": "t", "started_at": None, "hosts": hosts, "expected": expected, "config": {}}
+        )
+    )
+    return run
+
+
+def results(run: Path) -> dict[str, Any]:
+    document: dict[str, Any] = json.loads((run / "results.json").read_text())
+    return document
+
+
+def checks_by_id(run: Path) -> dict[str, dict[str, Any]]:
+    return {c["check_id"]: c for c in results(run)["checks"]}
+
+
+def test_healthy_run_passes_and_explains_forty_percent_of_duplex(tmp_path: Path) -> None:
+    run = lambda_run(tmp_path)
+    assert main(["report", str(run), "--quiet"]) == 0
+    busbw = checks_by_id(run)["nccl-tests.all_reduce.busbw"]
+    assert busbw["status"] == "pass"
+    assert (
+        "= 79 % of the 450 GB/s per-direction NVLink 4 peak (40 % of the 900 GB/s duplex"
+        in busbw["reason"]
+    )
+    assert results(run)["verdict"] == "warn"  # the NIC behind the host bridge
+    for name in ("results.json", "measurements.csv", "report.html", "summary.json", "junit.xml"):
+        assert (run / name).is_file(), name
+
+
+def test_wrong_results_fail(tmp_path: Path) -> None:
+    text = (LAMBDA / "nccl-all_reduce.txt").read_text()
+    assert ROW_1GIB in text
+    run = lambda_run(tmp_path, text.replace(ROW_1GIB, ROW_1GIB.replace("355.89 0", "355.89 12")))
+    assert main(["report", str(run), "--quiet"]) == 1
+    check = checks_by_id(run)["nccl-tests.all_reduce.correctness"]
+    assert check["status"] == "fail" and "12 wrong at 1 GiB (out-of-place)" in check["reason"]
+
+
+def test_missing_expected_step_fails(tmp_path: Path) -> None:
+    run = lambda_run(tmp_path, expected={"h1": ["nvidia-smi", "nccl-all_reduce", "p2p"]})
+    assert main(["report", str(run), "--quiet"]) == 1
+    assert checks_by_id(run)["step.p2p"]["status"] == "fail"
+
+
+def test_unreachable_host_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = lambda_run(tmp_path, hosts=["h1", "h2"])
+    assert main(["report", str(run)]) == 1
+    assert checks_by_id(run)["host.reachable"]["host"] == "h2"
+    assert "FAIL h2 host.reachable" in capsys.readouterr().err
+
+
+def test_unfinished_step_fails(tmp_path: Path) -> None:
+    run = lambda_run(tmp_path)
+    step(
+        run,
+        "h1",
+        "nccl-all_gather",
+        "",
+        "nccl-tests",
+        exit_code=None,
+        timed_out=True,
+        timeout_s=900,
+    )
+    assert main(["report", str(run), "--quiet"]) == 1
+    assert "timed out after 900 s" in checks_by_id(run)["step.nccl-all_gather"]["reason"]
+
+
+def test_garbage_run_folder_is_an_error_with_a_clear_message(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "raw" / "h1").mkdir(parents=True)
+    (tmp_path / "raw" / "h1" / "junk.bin").write_bytes(b"\x00\xff garbage \x89PNG")
+    (tmp_path / "raw" / "h1" / "junk.meta.json").write_text("{not json")
+    assert main(["report", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "nothing was measured" in err and "Traceback" not in err
+    assert results(tmp_path)["verdict"] == "error"
+
+
+@pytest.mark.parametrize("layout", ["missing", "no-raw"])
+def test_not_a_run_folder_exits_2_saying_what_to_do(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], layout: str
+) -> None:
+    target = tmp_path / "run"
+    if layout == "no-raw":
+        target.mkdir()
+    assert main(["report", str(target)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gpuval report: ") and "raw/" in err and "Traceback" not in err
+
+
+def test_bad_thresholds_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = lambda_run(tmp_path / "run")
+    bad = tmp_path / "t.json"
+    bad.write_text('{"busbw_pass_fraction": "high"}')
+    assert main(["report", str(run), "--thresholds", str(bad)]) == 2
+    assert "busbw_pass_fraction must be a non-negative number" in capsys.readouterr().err
+
+
+def test_thresholds_file_changes_the_verdict(tmp_path: Path) -> None:
+    run = lambda_run(tmp_path / "run")
+    strict = tmp_path / "t.json"
+    strict.write_text('{"busbw_pass_fraction": 0.9, "busbw_fail_fraction": 0.85}')
+    assert main(["report", str(run), "--quiet", "--thresholds", str(strict)]) == 1
+
+
+@pytest.fixture(scope="module")
+def sample_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, Path]:
+    out = tmp_path_factory.mktemp("sample")
+    return main(["report", str(SAMPLE), "--out", str(out), "--quiet"]), out
+
+
+def test_sample_run_verdict_is_what_its_readme_says(sample_report: tuple[int, Path]) -> None:
+    code, out = sample_report
+    readme = (SAMPLE / "README.md").read_text()
+    assert "## Expected verdict: FAIL (exit status 1)" in readme
+    assert code == 1 and results(out)["verdict"] == "fail"
+    failing = sorted(
+        (c["host"], c["check_id"]) for c in results(out)["checks"] if c["status"] == "fail"
+    )
+    assert failing == [
+        ("dgx-8xa100", "nccl-tests.all_reduce.complete"),
+        ("dgx-8xa100", "nccl-tests.all_reduce.correctness"),
+    ]
+    worst = {h: c["status"] for h, c in _host_status(results(out)).items()}
+    assert worst == {
+        "dgx-8xa100": "fail",
+        "dgx-8xh100": "warn",
+        "dual-gpu-nvlink": "pass",
+        "dual-gpu-pcie": "pass",
+        "lambda-4xh100": "warn",
+    }
+    reasons = {(c["host"], c["check_id"]): c["reason"] for c in results(out)["checks"]}
+    assert reasons[("lambda-4xh100", "nccl-tests.all_reduce.busbw")].startswith("355.9 GB/s = 79 %")
+    assert reasons[("dgx-8xa100", "nccl-tests.all_reduce.busbw")].startswith("234.6 GB/s = 78 %")
+
+
+def _host_status(document: dict[str, Any]) -> dict[str, dict[str, str]]:
+    order = ["error", "fail", "warn", "pass"]
+    hosts: dict[str, dict[str, str]] = {}
+    for check in document["checks"]:
+        current = hosts.setdefault(check["host"], {"status": "pass"})
+        if order.index(check["status"]) < order.index(current["status"]):
+            current["status"] = check["status"]
+    hosts.pop("cluster", None)
+    return hosts
+
+
+def test_results_json_validates_against_its_schema(sample_report: tuple[int, Path]) -> None:
+    validate(results(sample_report[1]), "results")
+
+
+def test_same_raw_folder_gives_the_same_results(tmp_path: Path) -> None:
+    first, second = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(SAMPLE, first)
+    shutil.copytree(SAMPLE, second)
+    main(["report", str(first), "--quiet"])
+    main(["report", str(second), "--quiet"])
+    documents = [results(first), results(second)]
+    for document in documents:
+        document.pop("generated_at")
+    assert documents[0] == documents[1]
+    assert (first / "measurements.csv").read_bytes() == (second / "measurements.csv").read_bytes()

@@ -1,0 +1,122 @@
+"""Reading run folders: sidecars, raw files and every way they can be wrong, as diagnostics."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuval.runfolder import RunFolderError, read_run_folder
+
+SAMPLE = Path(__file__).parents[1] / "data" / "sample-run"
+TOPO = (SAMPLE / "raw" / "dual-gpu-pcie" / "nvidia-smi-topo.txt").read_text()
+
+
+def sidecar(name: str, host: str, **fields: Any) -> dict[str, Any]:
+    return {
+        "schema_version": 1, "name": name, "host": host, "phase": "preflight",
+        "raw": f"{name}.txt", "command": "nvidia-smi topo -m", "tool": "nvidia-smi-topo",
+        "cwd": None, "env": {}, "exit_code": 0, "timed_out": False, "timeout_s": None,
+        "started_at": None, "ended_at": None, "duration_s": None, "skipped": None, **fields,
+    }  # fmt: skip
+
+
+def write_step(run: Path, host: str, name: str, text: str | None = TOPO, **fields: Any) -> None:
+    folder = run / "raw" / host
+    folder.mkdir(parents=True, exist_ok=True)
+    if text is not None:
+        (folder / f"{name}.txt").write_text(text)
+    (folder / f"{name}.meta.json").write_text(json.dumps(sidecar(name, host, **fields)))
+
+
+def test_reads_sidecar_and_parses_with_its_tool_hint(tmp_path: Path) -> None:
+    write_step(tmp_path, "n1", "topo", env={"CUDA_VISIBLE_DEVICES": "0,1"})
+    folder = read_run_folder(tmp_path)
+    (raw,) = folder.files
+    assert raw.path == "raw/n1/topo.txt" and raw.sidecar is not None
+    assert raw.sidecar.env == {"CUDA_VISIBLE_DEVICES": "0,1"}
+    assert raw.parse is not None and raw.parse.tool == "nvidia-smi-topo"
+    assert raw.parse.source == "raw/n1/topo.txt"  # relative: results.json is portable
+    assert [d.message for d in folder.diagnostics if d.level == "error"] == []
+
+
+def test_bad_sidecar_json_names_file_line_and_column(tmp_path: Path) -> None:
+    write_step(tmp_path, "n1", "topo")
+    (tmp_path / "raw/n1/topo.meta.json").write_text('{\n  "name": "topo",\n  "host" "n1"\n}')
+    folder = read_run_folder(tmp_path)
+    bad = [d for d in folder.diagnostics if d.source == "raw/n1/topo.meta.json"]
+    assert len(bad) == 1 and bad[0].level == "error" and bad[0].line == 3
+    assert "line 3, column" in bad[0].message
+    # the raw file it described is still read, as a file without sidecar
+    assert [f.path for f in folder.files] == ["raw/n1/topo.txt"]
+    assert folder.files[0].parse is not None
+
+
+def test_sidecar_breaking_the_schema_is_an_error(tmp_path: Path) -> None:
+    write_step(tmp_path, "n1", "topo", exit_code="zero")
+    folder = read_run_folder(tmp_path)
+    assert any("exit_code" in d.message and d.level == "error" for d in folder.diagnostics)
+    assert folder.files[0].sidecar is not None and folder.files[0].sidecar.exit_code is None
+
+
+def test_missing_raw_file_is_an_error_but_a_skipped_step_is_not(tmp_path: Path) -> None:
+    write_step(tmp_path, "n1", "lost", text=None)
+    write_step(tmp_path, "n1", "skipped", text=None, raw=None, skipped="no GPU on this host")
+    folder = read_run_folder(tmp_path)
+    errors = [d for d in folder.diagnostics if d.level == "error"]
+    assert [(d.source, "missing" in d.message) for d in errors] == [("raw/n1/lost.txt", True)]
+    skipped = [f for f in folder.files if f.sidecar and f.sidecar.skipped]
+    assert skipped[0].parse is None and skipped[0].sidecar is not None
+
+
+def test_raw_file_without_sidecar_is_detected_with_a_warning(tmp_path: Path) -> None:
+    (tmp_path / "raw/n1").mkdir(parents=True)
+    (tmp_path / "raw/n1/topo.log").write_text(TOPO)
+    (tmp_path / "raw/n1/notes.txt").write_text("hello\n")
+    folder = read_run_folder(tmp_path)
+    parsed = {f.path: f.parse.tool if f.parse else None for f in folder.files}
+    assert parsed == {"raw/n1/notes.txt": None, "raw/n1/topo.log": "nvidia-smi-topo"}
+    messages = [(d.source, d.message.split(":")[0]) for d in folder.diagnostics]
+    assert ("raw/n1/topo.log", "raw output without a sidecar") in messages
+    assert any(
+        s == "raw/n1/notes.txt" and "not recognised" in m
+        for s, m in [(d.source, d.message) for d in folder.diagnostics]
+    )
+
+
+def test_unknown_tool_hint_falls_back_to_detection(tmp_path: Path) -> None:
+    write_step(tmp_path, "n1", "topo", tool="no-such-tool")
+    folder = read_run_folder(tmp_path)
+    assert folder.files[0].parse is not None
+    assert any("unknown tool 'no-such-tool'" in d.message for d in folder.diagnostics)
+
+
+def test_hosts_from_run_json_without_folder_are_unreachable(tmp_path: Path) -> None:
+    write_step(tmp_path, "n1", "topo")
+    (tmp_path / "run.json").write_text(
+        json.dumps({"run_id": "r", "hosts": ["n1", "n2"], "expected": {"n1": ["topo"]}})
+    )
+    folder = read_run_folder(tmp_path)
+    assert folder.hosts == ["n1", "n2"] and folder.unreachable == ["n2"]
+    assert folder.expected_steps("n1") == ["topo"] and folder.expected_steps("n2") == []
+
+
+def test_broken_run_json_is_a_diagnostic(tmp_path: Path) -> None:
+    write_step(tmp_path, "n1", "topo")
+    (tmp_path / "run.json").write_text("[1, 2")
+    folder = read_run_folder(tmp_path)
+    assert folder.meta == {}
+    assert any(d.source == "run.json" and d.level == "error" for d in folder.diagnostics)
+
+
+@pytest.mark.parametrize("layout", ["missing", "file", "no-raw"])
+def test_folders_that_are_not_run_folders_raise_with_advice(tmp_path: Path, layout: str) -> None:
+    target = tmp_path / "run"
+    if layout == "file":
+        target.write_text("x")
+    elif layout == "no-raw":
+        target.mkdir()
+    with pytest.raises(RunFolderError, match="raw/"):
+        read_run_folder(target)
