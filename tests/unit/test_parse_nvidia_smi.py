@@ -320,3 +320,25 @@ def test_cli_recognises_every_real_output(path: Path, capsys: pytest.CaptureFixt
     assert parsers.detect(path.read_text()) == expected_tool(path)
     assert cli.main(["parse", str(path)]) == 0
     assert f'"tool": "{expected_tool(path)}"' in capsys.readouterr().out
+
+
+# Driver 319 layout (2013): no persistence column after the name, memory labelled "MB".
+DRIVER_319_TABLE = """\
++------------------------------------------------------+
+| NVIDIA-SMI 319.37     Driver Version: 319.37         |
+|-------------------------------+----------------------+----------------------+
+| GPU  Name                     | Bus-Id        Disp.  | Volatile Uncorr. ECC |
+| Fan  Temp  Perf  Pwr:Usage/Cap|         Memory-Usage | GPU-Util  Compute M. |
+|===============================+======================+======================|
+|   0  Tesla K20m               | 0000:02:00.0     Off |                    0 |
+| N/A   31C    P0    48W / 225W |       11MB /  4799MB |      0%      Default |
++-------------------------------+----------------------+----------------------+
+"""
+
+
+def test_driver_319_table_without_persistence_column() -> None:
+    result = nvidia_smi.parse(DRIVER_319_TABLE)
+    gpu = result.runs[0].gpus[0]
+    assert (gpu.name, gpu.persistence_mode, gpu.pci_bus_id) == ("Tesla K20m", None, "0000:02:00.0")
+    assert (gpu.memory_used_mib, gpu.memory_total_mib, gpu.power_limit_w) == (11.0, 4799.0, 225.0)
+    assert result.runs[0].driver_version == "319.37" and result.warnings == []

@@ -101,12 +101,15 @@ _TIMESTAMP = re.compile(r"^\s*(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\s*$")
 _BUS_ID = re.compile(
     r"^([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])(?:\s+(\S+))?$"
 )
-_GPU_FIRST = re.compile(r"^(\d+)\s+(.+?)\s+(\S+)$")
+_GPU_FIRST = re.compile(r"^(?P<index>\d+)\s+(?P<name>.+?)\s+(?P<mode>\S+)$")
+_GPU_NAME_ONLY = re.compile(r"^(?P<index>\d+)\s+(?P<name>.+?)$")
 _GPU_SECOND = re.compile(r"^(\S+)\s+(\S+)\s+(\S+)\s+(.*?)\s*/\s*(.*?)$")
-_MEMORY = re.compile(r"(\S+?)\s*MiB\s*/\s*(\S+?)\s*MiB")
+# Drivers before ~2014 labelled the same MiB figures "MB".
+_MEMORY = re.compile(r"(\S+?)\s*Mi?B\s*/\s*(\S+?)\s*Mi?B")
 _PROCESS = re.compile(
     r"^(\d+|N/A)\s+(?:(\S+)\s+(\S+)\s+)?(\d+|N/A)\s+(C\+G|M\+C|M\+G|C|G|M)\s+(.*?)\s+(\S+)$"
 )
+_MODE_COLUMNS = ("Persistence-M", "TCC/WDDM", "Driver-Model")
 _MIG_ROW = re.compile(r"^(\d+)\s+(\d+)\s+(\d+)\s+(\d+)$")
 
 
@@ -126,6 +129,8 @@ class _Table:
         self.gpu: SmiGpu | None = None
         self.gpu_row = 0
         self.has_mig_row = False
+        # The oldest tables print no persistence (or Windows driver-model) column after the name.
+        self.has_mode_column = True
 
     def feed(self, line: Line) -> None:
         text = line.text
@@ -144,6 +149,8 @@ class _Table:
             return
         if "MIG M." in text:
             self.has_mig_row = True
+        if "GPU  Name" in text or "GPU Name" in text:
+            self.has_mode_column = any(m in text for m in _MODE_COLUMNS)
         cells = _cells(text)
         if cells is None:
             self.gpu = None
@@ -167,14 +174,13 @@ class _Table:
     def read_gpu_row(self, line: Line, cells: list[str]) -> None:
         if len(cells) < 3:
             return
-        first = _GPU_FIRST.match(cells[0])
+        first = (_GPU_FIRST if self.has_mode_column else _GPU_NAME_ONLY).match(cells[0])
         bus = _BUS_ID.match(cells[1])
         if first and bus:
-            index, name, persistence = first.groups()
             self.gpu = SmiGpu(
-                index=int(index),
-                name=name,
-                persistence_mode=_value(persistence),
+                index=int(first["index"]),
+                name=first["name"],
+                persistence_mode=_value(first.groupdict().get("mode")),
                 pci_bus_id=bus.group(1),
                 ecc_volatile_uncorrected=_value(cells[2]),
             )

@@ -31,7 +31,7 @@ _DRIVER_RUNTIME = re.compile(r"CUDA Driver Version / Runtime Version\s+([\d.]+)\
 _DRIVER = re.compile(r"CUDA Driver Version\s*[=:]\s*([\d.]+)")
 _RUNTIME = re.compile(r"CUDA Runtime Version\s*[=:]\s*([\d.]+)")
 _FAILURE = re.compile(
-    r"CUDA error|cudaError\w*|code=\d+\(|Test failed|FAILED|[Ww]aived|Segmentation fault"
+    r"CUDA error|cudaError\w*|code=\d+\(|Test failed|FAILED|[Ww]aiv(?:ed|ing)|Segmentation fault"
     r"|out of memory|no CUDA-capable device|invalid device ordinal"
 )
 _HEADER_LABELS = {"D\\D": "gpu", "GPU": "gpu", "CPU": "cpu"}
