@@ -342,3 +342,13 @@ def test_driver_319_table_without_persistence_column() -> None:
     assert (gpu.name, gpu.persistence_mode, gpu.pci_bus_id) == ("Tesla K20m", None, "0000:02:00.0")
     assert (gpu.memory_used_mib, gpu.memory_total_mib, gpu.power_limit_w) == (11.0, 4799.0, 225.0)
     assert result.runs[0].driver_version == "319.37" and result.warnings == []
+
+
+def test_tables_one_after_another_are_separate_runs() -> None:
+    text = (DATA / "nvidia-smi-pve-14-550-table.txt").read_text()
+    result = nvidia_smi.parse(text + text.replace("Thu Apr 24 10:35:58", "Thu Apr 24 10:36:03"))
+    assert [run.timestamp for run in result.runs] == [
+        "Thu Apr 24 10:35:58 2025",
+        "Thu Apr 24 10:36:03 2025",
+    ]
+    assert [len(run.gpus) for run in result.runs] == [1, 1]

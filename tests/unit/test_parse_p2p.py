@@ -253,3 +253,10 @@ def test_module_is_registered() -> None:
     assert importlib.import_module("gpuval.parsers.p2p_bandwidth").TOOLS == (
         "p2pBandwidthLatencyTest",
     )
+
+
+def test_peer_access_lines_alone_are_recognised() -> None:
+    text = "Device=0 CANNOT Access Peer Device=1\nDevice=1 CANNOT Access Peer Device=0\n"
+    assert p2p_bandwidth.detect(text) == ("p2pBandwidthLatencyTest", 80)
+    run = p2p_bandwidth.parse(text).runs[0]
+    assert [(p.src, p.dst, p.ok) for p in run.can_access_peer] == [(0, 1, False), (1, 0, False)]

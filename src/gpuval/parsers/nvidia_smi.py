@@ -54,16 +54,26 @@ def detect(text: str) -> tuple[str, int] | None:
 def parse(text: str, source: str | None = None, tool: str | None = None) -> ParseResult:
     chosen = tool or (detect(text) or (TABLE, 0))[0]
     result = ParseResult(tool=chosen, source=source)
-    readers: dict[str, Callable[[str, ParseResult], NvidiaSmiRun | None]] = {
-        TABLE: _read_table,
-        XML: _read_xml,
-        CSV: _read_csv,
-        NVLINK: _read_nvlink,
+    readers: dict[str, Callable[[str, ParseResult], list[NvidiaSmiRun]]] = {
+        TABLE: _read_tables,
+        XML: _one(_read_xml),
+        CSV: _one(_read_csv),
+        NVLINK: _one(_read_nvlink),
     }
-    run = readers[chosen](text, result)
-    if run is not None:
-        result.runs.append(run)
+    result.runs.extend(readers[chosen](text, result))
     return result
+
+
+def _one(
+    reader: Callable[[str, ParseResult], NvidiaSmiRun | None],
+) -> Callable[[str, ParseResult], list[NvidiaSmiRun]]:
+    """A reader of one run as a reader of a list of runs (empty when nothing was read)."""
+
+    def read(text: str, result: ParseResult) -> list[NvidiaSmiRun]:
+        run = reader(text, result)
+        return [] if run is None else [run]
+
+    return read
 
 
 def _value(token: str | None) -> str | None:
@@ -124,7 +134,13 @@ def _cells(text: str) -> list[str] | None:
 class _Table:
     def __init__(self, result: ParseResult) -> None:
         self.result = result
+        self.runs: list[NvidiaSmiRun] = []
+        self.start_run()
+
+    def start_run(self) -> None:
+        """A new table: `nvidia-smi -l` and concatenated captures print one after another."""
         self.run = NvidiaSmiRun(format="table")
+        self.runs.append(self.run)
         self.section = "gpus"
         self.gpu: SmiGpu | None = None
         self.gpu_row = 0
@@ -134,11 +150,13 @@ class _Table:
 
     def feed(self, line: Line) -> None:
         text = line.text
+        timestamp = _TIMESTAMP.match(text)
+        if (timestamp or "NVIDIA-SMI" in text) and self.run.gpus:
+            self.start_run()
         if "NVIDIA-SMI" in text:
             self.read_banner(text)
             return
-        timestamp = _TIMESTAMP.match(text)
-        if timestamp and not self.run.gpus:
+        if timestamp:
             self.run.timestamp = timestamp.group(1)
             return
         if "Processes:" in text:
@@ -246,17 +264,17 @@ class _Table:
         )
 
 
-def _read_table(text: str, result: ParseResult) -> NvidiaSmiRun | None:
+def _read_tables(text: str, result: ParseResult) -> list[NvidiaSmiRun]:
     table = _Table(result)
     for line in iter_lines(text):
         table.feed(line)
-    run = table.run
-    if not run.gpus and run.driver_version is None:
+    runs = [run for run in table.runs if run.gpus or run.driver_version is not None]
+    if not runs:
         result.error("no nvidia-smi table found (no NVIDIA-SMI banner and no GPU row)")
-        return None
-    if not run.gpus:
-        result.warn("nvidia-smi table lists no GPU")
-    return run
+    for run in runs:
+        if not run.gpus:
+            result.warn("an nvidia-smi table lists no GPU")
+    return runs
 
 
 # --- -q -x XML -----------------------------------------------------------------------------

@@ -71,6 +71,8 @@ def detect(text: str) -> tuple[str, int] | None:
         return TOOL, 90
     if "P2P Connectivity Matrix" in text:
         return TOOL, 90
+    if "Access Peer Device=" in text:
+        return TOOL, 80
     if "D\\D" in text and ("Bandwidth" in text or "Latency" in text):
         return TOOL, 60
     return None
