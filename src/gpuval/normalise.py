@@ -28,8 +28,9 @@ TOPO_TOOLS = frozenset({"nvidia-smi-topo"})
 SMI_TOOLS = frozenset({"nvidia-smi", "nvidia-smi-xml", "nvidia-smi-csv", "nvidia-smi-nvlink"})
 BENCH_TOOLS = frozenset({"all_reduce_bench"})
 IB_TOOLS = frozenset({"ibstat", "ibv_devinfo"})
+NVBANDWIDTH_TOOLS = frozenset({"nvbandwidth"})
 # Tools whose runs are measurements; the others describe the hardware (inventory).
-MEASURING_TOOLS = NCCL_TOOLS | P2P_TOOLS | BENCH_TOOLS | {"nvbandwidth", "iperf3"}
+MEASURING_TOOLS = NCCL_TOOLS | P2P_TOOLS | BENCH_TOOLS | NVBANDWIDTH_TOOLS | {"iperf3"}
 
 MEASUREMENT_COLUMNS = [
     "host", "file", "tool", "run", "collective", "nranks", "size_bytes", "count", "dtype",
@@ -174,7 +175,7 @@ def host_facts(folder: RunFolder) -> list[HostFacts]:
                     )
                 ),
                 nccl_tests_version=_versions(
-                    [r for r in ordered if r.tool in NCCL_TOOLS], ("nccl_tests_version", "version")
+                    [r for r in ordered if r.tool in NCCL_TOOLS], ("nccl_tests_version",)
                 ),
                 gpu_name=name,
             )
@@ -229,6 +230,29 @@ def _matrix_rows(run: ToolRun) -> Iterator[dict[str, Any]]:
                 yield {"metric": metric, "src": src, "dst": dst, "value": value, "unit": unit}
 
 
+def _nvbandwidth_rows(run: ToolRun) -> Iterator[dict[str, Any]]:
+    for test in as_list(run.data.get("tests")):
+        test = as_dict(test)
+        for matrix in as_list(test.get("matrices")):
+            matrix = as_dict(matrix)
+            rows, columns = as_list(matrix.get("row_labels")), as_list(matrix.get("column_labels"))
+            for r, cells in enumerate(as_list(matrix.get("values"))):
+                for c, value in enumerate(as_list(cells)):
+                    yield {
+                        "metric": test.get("name"),
+                        "src": _label_number(rows[r] if r < len(rows) else None),
+                        "dst": _label_number(columns[c] if c < len(columns) else None),
+                        "value": value,
+                        "unit": matrix.get("unit"),
+                        "line": matrix.get("line"),
+                    }
+
+
+def _label_number(label: Any) -> int | None:
+    text = str(label).strip() if label is not None else ""
+    return int(text) if text.isdigit() else None
+
+
 def measurements(files: Iterable[RawFile]) -> pd.DataFrame:
     """Every measured number in long format, one row per (size, placement) or matrix cell,
     exactly as printed (no averaging, no dropping)."""
@@ -240,6 +264,8 @@ def measurements(files: Iterable[RawFile]) -> pd.DataFrame:
             rows = _bench_rows(run)
         elif run.tool in P2P_TOOLS:
             rows = _matrix_rows(run)
+        elif run.tool in NVBANDWIDTH_TOOLS:
+            rows = _nvbandwidth_rows(run)
         else:
             continue
         base = {"host": run.host, "file": run.file.path, "tool": run.tool, "run": run.index}

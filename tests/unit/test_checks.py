@@ -358,3 +358,48 @@ def test_threshold_overrides(tmp_path: Path) -> None:
     path.write_text("{")
     with pytest.raises(ThresholdsError, match="line 1"):
         load_thresholds(path)
+
+
+def nvbandwidth_test(
+    name: str,
+    values: list[list[float | None]],
+    status: str = "passed",
+    rows: list[str] | None = None,
+) -> dict[str, Any]:
+    labels = [str(i) for i in range(len(values[0]))]
+    matrix = {
+        "description": name,
+        "unit": "GB/s",
+        "row_labels": rows or labels,
+        "column_labels": labels,
+        "values": values,
+    }
+    return {"name": name, "status": status, "matrices": [matrix], "line": 5}
+
+
+def test_nvbandwidth_copies_are_judged_against_pcie_and_the_pair_link() -> None:
+    tests = [
+        nvbandwidth_test("host_to_device_memcpy_ce", [[55.1, 54.9, 20.0, 55.0]], rows=["0"]),
+        nvbandwidth_test(
+            "device_to_device_memcpy_read_ce",
+            [[None if i == j else 370.0 for j in range(4)] for i in range(4)],
+        ),
+        {
+            "name": "device_to_device_bidirectional_memcpy_read_ce",
+            "status": "error",
+            "error": "cudaErrorPeerAccessUnsupported",
+            "matrices": [],
+        },
+        {"name": None, "status": "waived", "matrices": []},
+    ]
+    checks = judge([raw("n1", "nvb", "nvbandwidth", [{"tests": tests}]), topo("n1", NV18_4)])
+    h2d = find(checks, "host_to_device_memcpy_ce")
+    assert h2d.status == "fail" and h2d.reference == 63.0
+    assert h2d.reason.startswith(
+        "lowest GPU2: 20.0 GB/s = 32 % of the 63 GB/s per-direction PCIe 5 x16 peak"
+    )
+    d2d = find(checks, "device_to_device_memcpy_read_ce")
+    assert d2d.status == "pass" and d2d.reference == 450.0
+    failed = find(checks, "bidirectional_memcpy_read_ce")
+    assert failed.status == "fail" and "cudaErrorPeerAccessUnsupported" in failed.reason
+    assert find(checks, "unnamed test").status == "warn"

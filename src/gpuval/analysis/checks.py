@@ -16,13 +16,22 @@ from dataclasses import dataclass, field
 
 from gpuval.analysis.model import CLUSTER, Check, Expectation, HostFacts, RawFile, Status, worst
 from gpuval.analysis.thresholds import Thresholds
-from gpuval.catalog import GpuModel, Peak, collective_peak, identify_gpu, internode_peak, pair_peak
+from gpuval.catalog import (
+    GpuModel,
+    Peak,
+    collective_peak,
+    identify_gpu,
+    internode_peak,
+    pair_peak,
+    pcie_peak,
+)
 from gpuval.catalog.catalog import nvlink_count
 from gpuval.normalise import (
     BENCH_TOOLS,
     IB_TOOLS,
     MEASURING_TOOLS,
     NCCL_TOOLS,
+    NVBANDWIDTH_TOOLS,
     P2P_TOOLS,
     SMI_TOOLS,
     TOPO_TOOLS,
@@ -1006,6 +1015,115 @@ def _connectivity_checks(judge: Judge, run: ToolRun, topo: Topology | None) -> N
             )
 
 
+NVBANDWIDTH_HOST_TESTS = frozenset({
+    "host_to_device_memcpy_ce", "device_to_host_memcpy_ce",
+    "host_to_device_memcpy_sm", "device_to_host_memcpy_sm",
+})  # fmt: skip
+NVBANDWIDTH_PEER_TESTS = frozenset({
+    "device_to_device_memcpy_read_ce", "device_to_device_memcpy_write_ce",
+    "device_to_device_memcpy_read_sm", "device_to_device_memcpy_write_sm",
+})  # fmt: skip
+
+
+def _label_index(label: object) -> int | None:
+    text = str(label).strip()
+    return int(text) if text.isdigit() else None
+
+
+def _nvbandwidth_cells(
+    judge: Judge, host: str, name: str, matrix: dict[str, object]
+) -> list[tuple[float, Peak | None, str]]:
+    """(value, its per-direction peak, which cell) for every measured cell of one matrix."""
+    model, topo = judge.model(host), topology(judge, host)
+    rows, columns = as_list(matrix.get("row_labels")), as_list(matrix.get("column_labels"))
+    cells = []
+    for r, values in enumerate(as_list(matrix.get("values"))):
+        for c, value in enumerate(as_list(values)):
+            measured = number(value)
+            src = _label_index(rows[r]) if r < len(rows) else None
+            dst = _label_index(columns[c]) if c < len(columns) else None
+            if measured is None or src is None or dst is None:
+                continue
+            if name in NVBANDWIDTH_HOST_TESTS:
+                peak = pcie_peak(model.pcie_gen) if model else None
+                gpu = dst if name.startswith("host_to_device") else src
+                cells.append((measured, peak, f"GPU{gpu}"))
+            else:
+                cell = _topo_cell(topo, src, dst)
+                peak = pair_peak(cell, model) if cell else None
+                cells.append((measured, peak, f"GPU{src}-GPU{dst}"))
+    return cells
+
+
+def nvbandwidth_checks(judge: Judge, run: ToolRun) -> None:
+    """Host<->device copies against the GPU's PCIe x16 peak, device<->device against the pair's
+    link; failed or waived tests are named."""
+    for test in as_list(run.data.get("tests")):
+        test = as_dict(test)
+        name, status = str(test.get("name") or "unnamed test"), test.get("status")
+        check_id = f"nvbandwidth.{name}"
+        line = test.get("line") if isinstance(test.get("line"), int) else None
+        if status in ("error", "not_found", "incomplete"):
+            judge.add(
+                Check(
+                    check_id=check_id,
+                    host=run.host,
+                    category="completeness",
+                    status="fail",
+                    source=run.source(line),
+                    reason=f"{name} {status}: {test.get('error') or 'no result'}",
+                )
+            )
+            continue
+        if status == "waived":
+            judge.add(
+                Check(
+                    check_id=check_id,
+                    host=run.host,
+                    category="completeness",
+                    status="warn",
+                    source=run.source(line),
+                    reason=f"{name} waived: not measured on this system",
+                )
+            )
+            continue
+        if name not in NVBANDWIDTH_HOST_TESTS | NVBANDWIDTH_PEER_TESTS:
+            continue
+        cells = [
+            c
+            for m in as_list(test.get("matrices"))
+            for c in _nvbandwidth_cells(judge, run.host, name, as_dict(m))
+        ]
+        if not cells:
+            continue
+        value, peak, where = min(cells, key=lambda c: c[0])
+        base = Check(
+            check_id=check_id,
+            host=run.host,
+            category="bandwidth",
+            status="warn",
+            reason="",
+            measured=value,
+            unit="GB/s",
+            source=run.source(line),
+        )
+        if peak is None:
+            base.reason = (
+                f"lowest {where} {value:.1f} GB/s; no reference peak (GPU model or "
+                "topology unknown)"
+            )
+        else:
+            judge.expect(run.host, f"nvbandwidth {peak.link}", peak)
+            base.status = band_status(
+                value / peak.per_direction_gbps,
+                judge.thresholds.p2p_pass_fraction,
+                judge.thresholds.p2p_fail_fraction,
+            )
+            base.reference = peak.per_direction_gbps
+            base.reason = f"lowest {where}: {peak_sentence(value, peak)}"
+        judge.add(base)
+
+
 # ------------------------------------------------------------------ across hosts
 
 
@@ -1123,6 +1241,8 @@ def judge_run(
         bench_checks(judge, run)
     for run in tool_runs(folder.files, P2P_TOOLS):
         p2p_checks(judge, run)
+    for run in tool_runs(folder.files, NVBANDWIDTH_TOOLS):
+        nvbandwidth_checks(judge, run)
     consistency_checks(judge)
     outlier_checks(judge)
     evidence_check(judge)
