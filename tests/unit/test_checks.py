@@ -403,3 +403,20 @@ def test_nvbandwidth_copies_are_judged_against_pcie_and_the_pair_link() -> None:
     failed = find(checks, "bidirectional_memcpy_read_ce")
     assert failed.status == "fail" and "cudaErrorPeerAccessUnsupported" in failed.reason
     assert find(checks, "unnamed test").status == "warn"
+
+
+def test_shm_between_nvlinked_gpus_warns() -> None:
+    run = nccl_run({GIB: 100.0}, transports=["SHM/direct", "NET/Socket"])
+    check = find(judge([raw("n1", "ar", "nccl-tests", [run]), topo("n1", NV18_4)]), "transport")
+    assert check.status == "warn" and "peer-to-peer is disabled" in check.reason
+    healthy = nccl_run({GIB: 355.0}, transports=["P2P/direct", "NET/Socket"])
+    checks = judge([raw("n1", "ar", "nccl-tests", [healthy]), topo("n1", NV18_4)])
+    assert not [c for c in checks if c.check_id.endswith("transport")]
+
+
+def test_rdma_nics_of_other_inventory_hosts_count() -> None:
+    run = nccl_run({GIB: 40.0}, transports=["NET/Socket"], hosts=["n1", "n2"])
+    checks = judge(
+        [raw("n1", "ar", "nccl-tests", [run], phase="internode"), topo("n2", NV18_4, nics=1)]
+    )
+    assert find(checks, "transport", "n1").status == "fail"

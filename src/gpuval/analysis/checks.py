@@ -757,37 +757,45 @@ def nccl_completeness(judge: Judge, run: ToolRun) -> None:
         )
 
 
-def transport_check(judge: Judge, run: ToolRun) -> None:
+def _transport_verdict(judge: Judge, run: ToolRun, transports: str) -> tuple[Status, str] | None:
+    lowered = transports.lower()
     if not is_multinode(run):
-        return
-    transports = " ".join(str(t) for t in as_list(run.data.get("transports")))
-    collective = collective_name(run)
-    check_id = f"{run.tool}.{collective}.transport"
-    rdma = any(t.lower() in transports.lower() for t in RDMA_TRANSPORTS)
-    if rdma:
-        status: Status = "pass"
-        reason = "inter-node traffic over RDMA (NET/IB)"
-    elif "net/socket" in transports.lower():
-        if rdma_nics_seen(judge, _run_hosts(run) or [run.host]):
-            status, reason = (
-                "fail",
-                (
-                    "NET/Socket (TCP) used across nodes although RDMA NICs "
-                    "exist: no GPUDirect RDMA (check NCCL_IB_DISABLE, "
-                    "NCCL_NET, the IB plugin)"
-                ),
+        topo = topology(judge, run.host)
+        has_nvlink = topo is not None and any(nvlink_count(c) for row in topo.links for c in row)
+        if has_nvlink and "shm" in lowered and "p2p" not in lowered:
+            return "warn", (
+                "NCCL moved data through shared host memory (SHM) between GPUs that "
+                "have NVLink: peer-to-peer is disabled (NCCL_P2P_DISABLE, IOMMU/ACS)"
             )
-        else:
-            status, reason = "warn", "NET/Socket (TCP) used across nodes: no GPUDirect RDMA"
-    else:
-        status, reason = "warn", "inter-node transport not visible: run with NCCL_DEBUG=INFO"
+        return None
+    if any(t.lower() in lowered for t in RDMA_TRANSPORTS):
+        return "pass", "inter-node traffic over RDMA (NET/IB)"
+    if "net/socket" not in lowered:
+        return "warn", "inter-node transport not visible: run with NCCL_DEBUG=INFO"
+    # NCCL prints its own host names; the inventory names are what the run folder knows
+    hosts = (set(_run_hosts(run)) & set(judge.folder.hosts)) | {run.host}
+    if rdma_nics_seen(judge, sorted(hosts)):
+        return "fail", (
+            "NET/Socket (TCP) used across nodes although RDMA NICs exist: no "
+            "GPUDirect RDMA (check NCCL_IB_DISABLE, NCCL_NET, the IB plugin)"
+        )
+    return "warn", "NET/Socket (TCP) used across nodes: no GPUDirect RDMA"
+
+
+def transport_check(judge: Judge, run: ToolRun) -> None:
+    """Multi-node: RDMA, not TCP sockets, when RDMA NICs exist. Single node: not SHM over
+    NVLink-connected GPUs."""
+    transports = " ".join(str(t) for t in as_list(run.data.get("transports")))
+    verdict = _transport_verdict(judge, run, transports)
+    if verdict is None:
+        return
     judge.add(
         Check(
-            check_id=check_id,
+            check_id=f"{run.tool}.{collective_name(run)}.transport",
             host=run.host,
             category="transport",
-            status=status,
-            reason=reason,
+            status=verdict[0],
+            reason=verdict[1],
             measured=transports or None,
             source=run.source(),
         )
