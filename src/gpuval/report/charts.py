@@ -38,6 +38,8 @@ P2P_MATRICES = (
 )
 UNIDIRECTIONAL_P2P = P2P_MATRICES[0][0]
 
+BANDWIDTH_COLOURS = [[0, "#f7fbff"], [0.5, "#6baed6"], [1, "#08306b"]]
+LATENCY_COLOURS = [[0, "#fff5eb"], [1, "#e6550d"]]
 FONT = {"family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", "size": 12}
 
 
@@ -374,8 +376,8 @@ def heatmap_figure(title: str, matrix: list[list[float | None]], unit: str) -> F
                 "y": labels,
                 "zmin": 0,
                 "zmax": max(peers, default=1.0),
-                "colorscale": "Blues",
-                "reversescale": is_latency,
+                # darker = more: bandwidth in blue, latency in orange
+                "colorscale": LATENCY_COLOURS if is_latency else BANDWIDTH_COLOURS,
                 "texttemplate": "%{z:.2f}" if is_latency else "%{z:.0f}",
                 "hovertemplate": "%{y} / %{x}: %{z} " + unit + "<extra></extra>",
                 "hoverongaps": False,

@@ -13,12 +13,13 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from gpuval.analysis.model import STATUS_ORDER, Check, HostFacts, RunResults, Sidecar
+from gpuval.analysis.model import Check, HostFacts, RunResults, Sidecar
 from gpuval.report import charts
 from gpuval.report.summary import (
     BUSBW_PREFIX,
     OUTLIER_DROP,
     P2P_METRIC,
+    STATUS_RANK,
     HostRow,
     Outlier,
     host_rows,
@@ -159,9 +160,8 @@ def detail_hosts(rows: list[HostRow], found: list[Outlier]) -> list[str]:
     """Every host when few; otherwise the worst: bad status first, then most outlying metrics."""
     if len(rows) <= MAX_DETAIL_HOSTS:
         return [r.name for r in rows]
-    rank = {status: i for i, status in enumerate(STATUS_ORDER)}
     outlying = Counter(o.host for o in found)
-    ordered = sorted(rows, key=lambda r: (rank[r.status], -outlying[r.name], r.name))
+    ordered = sorted(rows, key=lambda r: (STATUS_RANK[r.status], -outlying[r.name], r.name))
     return [r.name for r in ordered[:MAX_DETAIL_HOSTS]]
 
 
@@ -291,6 +291,7 @@ def build_context(results: RunResults) -> dict[str, Any]:
         "passed_checks": [c for c in checks if c.status == "pass"],
         "max_open_passes": MAX_OPEN_PASSES,
         "rows": rows,
+        "rows_worst_first": sorted(rows, key=lambda r: STATUS_RANK[r.status]),
         "metrics": metrics,
         "metric_stats": {m: metric_stats(rows, m) for m in metrics},
         "outlying": {(o.host, o.metric) for o in found},

@@ -53,10 +53,12 @@ def status_counts(checks: list[Check]) -> dict[Status, int]:
     return {status: counted.get(status, 0) for status in STATUS_ORDER}
 
 
+STATUS_RANK = {status: i for i, status in enumerate(STATUS_ORDER)}  # 0: the worst
+
+
 def sort_checks(checks: list[Check]) -> list[Check]:
     """Worst status first, then host and check id, so failures lead every listing."""
-    rank = {status: i for i, status in enumerate(STATUS_ORDER)}
-    return sorted(checks, key=lambda c: (rank[c.status], c.host, c.check_id))
+    return sorted(checks, key=lambda c: (STATUS_RANK[c.status], c.host, c.check_id))
 
 
 def host_names(results: RunResults) -> list[str]:
