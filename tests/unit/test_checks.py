@@ -420,3 +420,13 @@ def test_rdma_nics_of_other_inventory_hosts_count() -> None:
         [raw("n1", "ar", "nccl-tests", [run], phase="internode"), topo("n2", NV18_4, nics=1)]
     )
     assert find(checks, "transport", "n1").status == "fail"
+
+
+def test_parser_errors_fail_and_an_empty_parse_fails() -> None:
+    broken = raw("n1", "ar", "nccl-tests", [nccl_run({GIB: 355.9})])
+    assert broken.parse is not None
+    broken.parse.error("row cut mid-line", 42)
+    empty = raw("n1", "p2p", "p2pBandwidthLatencyTest", [])
+    checks = judge([broken, empty, topo("n1", NV18_4)])
+    errors = sorted((c.source, c.status) for c in checks if c.check_id == "parse.error")
+    assert errors == [("raw/n1/ar.txt:42", "fail"), ("raw/n1/p2p.txt", "fail")]

@@ -200,18 +200,23 @@ def parse_checks(judge: Judge) -> None:
     for raw in judge.folder.files:
         if raw.parse is None:
             continue
-        for level, found, status in (
+        if not raw.parse.runs and not raw.parse.errors:
+            judge.add(Check(
+                check_id="parse.error", host=raw.host, category="completeness", status="fail",
+                reason=f"read as {raw.parse.tool} output, but it holds no run", source=raw.path,
+            ))  # fmt: skip
+        problems: tuple[tuple[str, list[Diagnostic], Status], ...] = (
             ("error", raw.parse.errors, "fail"),
             ("warning", raw.parse.warnings, "warn"),
-        ):
+        )
+        for level, found, status in problems:
             if not found:
                 continue
             first = found[0]
             more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
             judge.add(Check(
                 check_id=f"parse.{level}", host=raw.host, category="completeness",
-                status="fail" if status == "fail" else "warn",
-                reason=f"{raw.parse.tool} output: {first.message}{more}",
+                status=status, reason=f"{raw.parse.tool} output: {first.message}{more}",
                 measured=len(found), source=_located(first) or raw.path,
             ))  # fmt: skip
 
