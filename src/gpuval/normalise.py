@@ -120,12 +120,26 @@ def _declared_model(meta: dict[str, Any], host: str) -> str | None:
     return declared if isinstance(declared, str) else None
 
 
-def _topo_gpu_count(runs: list[ToolRun]) -> int | None:
+def _gpu_count(runs: list[ToolRun]) -> int | None:
+    """GPUs of the host: nvidia-smi's list, else topo's GPU columns, else p2p's num_gpus, else
+    the devices of a single-host benchmark (a multi-host run lists other hosts' GPUs too)."""
+    counts: dict[str, int] = {}
     for run in runs:
-        if run.tool in TOPO_TOOLS:
-            gpus = [d for d in as_list(run.data.get("devices")) if str(d).startswith("GPU")]
-            if gpus:
-                return len(gpus)
+        if run.tool in SMI_TOOLS:
+            found = len(as_list(run.data.get("gpus")))
+        elif run.tool in TOPO_TOOLS:
+            found = sum(str(d).startswith("GPU") for d in as_list(run.data.get("devices")))
+        elif run.tool in P2P_TOOLS:
+            found = int(number(run.data.get("num_gpus")) or 0)
+        elif run.tool in NCCL_TOOLS and len(as_list(run.data.get("hosts"))) <= 1:
+            found = len(as_list(run.data.get("devices")))
+        else:
+            continue
+        kind = "smi" if run.tool in SMI_TOOLS else run.tool
+        counts[kind] = max(counts.get(kind, 0), found)
+    for kind in ("smi", "nvidia-smi-topo", "p2pBandwidthLatencyTest", "nccl-tests", "rccl-tests"):
+        if counts.get(kind):
+            return counts[kind]
     return None
 
 
@@ -158,13 +172,12 @@ def host_facts(folder: RunFolder) -> list[HostFacts]:
         name = names[0] if names else None
         declared = _declared_model(folder.meta, host)
         model = identify_gpu(name) or identify_gpu(declared)
-        smi_gpus = max((len(as_list(r.data.get("gpus"))) for r in ordered), default=0)
         facts.append(
             HostFacts(
                 name=host,
                 reachable=host not in folder.unreachable,
                 gpu_model=model.model if model else declared,
-                gpu_count=smi_gpus or _topo_gpu_count(ordered),
+                gpu_count=_gpu_count(ordered),
                 driver_version=_versions(ordered, ("driver_version",)),
                 cuda_version=_versions(ordered, ("cuda_version",)),
                 nccl_version=nccl_version_number(

@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 
 from gpuval.cli import main
@@ -209,3 +210,31 @@ def test_same_raw_folder_gives_the_same_results(tmp_path: Path) -> None:
         document.pop("generated_at")
     assert documents[0] == documents[1]
     assert (first / "measurements.csv").read_bytes() == (second / "measurements.csv").read_bytes()
+
+
+def test_host_facts_and_measurements_of_the_sample(sample_report: tuple[int, Path]) -> None:
+    out = sample_report[1]
+    hosts = {h["name"]: h for h in results(out)["hosts"]}
+    lam = hosts["lambda-4xh100"]
+    assert (lam["gpu_model"], lam["gpu_count"], lam["gpu_name"]) == (
+        "H100 SXM",
+        4,
+        "NVIDIA H100 80GB HBM3",
+    )
+    assert (lam["driver_version"], lam["cuda_version"], lam["nccl_version"]) == (
+        "570.148.08",
+        "12.8",
+        "2.26.2",
+    )
+    assert (hosts["dgx-8xa100"]["gpu_model"], hosts["dgx-8xa100"]["gpu_count"]) == ("A100 SXM", 8)
+    assert hosts["dual-gpu-pcie"]["gpu_model"] is None
+    table = pd.read_csv(out / "measurements.csv")
+    nccl = table[(table.host == "lambda-4xh100") & (table.tool == "nccl-tests")]
+    assert len(nccl) == 56 and set(nccl.placement) == {"out_of_place", "in_place"}
+    top = nccl[(nccl.size_bytes == 1 << 30) & (nccl.placement == "out_of_place")]
+    assert top.busbw_gbps.tolist() == [355.89] and top.wrong.tolist() == [0]
+    cells = table[
+        (table.host == "dgx-8xh100") & (table.metric == "bandwidth_unidirectional_p2p_enabled")
+    ]
+    assert len(cells) == 64
+    assert cells[(cells.src == 2) & (cells.dst == 0)].value.tolist() == [363.43]
