@@ -34,7 +34,8 @@ class Check:
 
     check_id: str  # stable, e.g. "nccl-tests.all_reduce.busbw"
     host: str  # a host name, or CLUSTER
-    category: str  # correctness | completeness | bandwidth | p2p | topology | transport | consistency
+    # correctness | completeness | bandwidth | p2p | topology | transport | consistency
+    category: str
     status: Status
     reason: str  # one line a person understands
     measured: float | str | None = None
