@@ -1,0 +1,237 @@
+"""Which pairs of hosts to test, and in which rounds.
+
+Two modes:
+- all pairs (`circle_rounds`): the round-robin "circle" schedule. Every unordered pair exactly
+  once; within a round the pairs are disjoint, so all of them run at the same time without a
+  host serving two tests. N-1 rounds for even N, N rounds for odd N (each host sits one out).
+  SuperBench runs its pair-wise traffic patterns in the same n-1 parallel rounds.
+- staged (`staged_plan`), for big clusters where all pairs cost too much (232 nodes: 26,796
+  pairs): test all nodes together first; only when that fails, screen with one round of
+  disjoint pairs (`screen_rounds`, every host tested once); the hosts of failed screening pairs
+  are suspects, and each suspect is then paired with hosts that passed (`confirm_rounds`),
+  as Google's cluster-health-scanner and NVIDIA's cluster readiness tests do.
+
+Host order is the natural order of the names ("node2" before "node10") whatever order the
+inventory gives, so the same hosts always give the same plan; within a pair the first host is
+the earlier one (the iperf3 client, the rank-0 host).
+
+From Ansible (on the controller, with the suite's Python):
+  python -m gpuval.schedule rounds --hosts a b c d
+  python -m gpuval.schedule staged --hosts a b c d --all-nodes fail
+  python -m gpuval.schedule staged --hosts a b c d --all-nodes fail --failed a--b --passed c--d
+Each prints one JSON document: {"mode", "hosts", "suspects", "known_good", "rounds":
+[[["a","b"], ...], ...], "pairs": [{"round": 1, "a": "a", "b": "b"}, ...]} (`pairs` is the
+same schedule flattened for a `loop:`; rounds are numbered from 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+Pair = tuple[str, str]
+Rounds = list[list[Pair]]
+Mode = Literal["done", "all-pairs", "screen", "confirm"]
+PAIR_SEPARATOR = "--"  # "a--b" on the command line and in file names; host names must not hold it
+
+
+def natural_key(name: str) -> tuple[list[int | str], str]:
+    """'node2' < 'node10': digit runs compare as numbers (re.split alternates text and digits)."""
+    parts: list[int | str] = [
+        int(part) if index % 2 else part for index, part in enumerate(re.split(r"(\d+)", name))
+    ]
+    return parts, name
+
+
+def ordered_hosts(hosts: Iterable[str]) -> list[str]:
+    """The hosts in natural order; duplicates and names holding '--' are mistakes, not data."""
+    listed = list(hosts)
+    repeated = sorted({h for h in listed if listed.count(h) > 1})
+    if repeated:
+        raise ValueError(f"host(s) listed more than once: {', '.join(repeated)}")
+    bad = [h for h in listed if not h or PAIR_SEPARATOR in h]
+    if bad:
+        raise ValueError(f"host name(s) empty or holding {PAIR_SEPARATOR!r}: {bad}")
+    return sorted(listed, key=natural_key)
+
+
+def ordered_pair(a: str, b: str) -> Pair:
+    first, second = sorted((a, b), key=natural_key)
+    return first, second
+
+
+def _sorted_round(pairs: Iterable[Pair]) -> list[Pair]:
+    return sorted((ordered_pair(a, b) for a, b in pairs), key=lambda p: natural_key(p[0]))
+
+
+def circle_rounds(hosts: Iterable[str]) -> Rounds:
+    """All unordered pairs in rounds of disjoint pairs (the circle method: fix the first host,
+    rotate the others one place per round; with an odd count a placeholder gives one bye)."""
+    ring: list[str | None] = list(ordered_hosts(hosts))
+    if len(ring) < 2:
+        return []
+    if len(ring) % 2:
+        ring.append(None)
+    count = len(ring)
+    rounds: Rounds = []
+    for _ in range(count - 1):
+        pairs = [(ring[i], ring[count - 1 - i]) for i in range(count // 2)]
+        rounds.append(_sorted_round((a, b) for a, b in pairs if a is not None and b is not None))
+        ring = [ring[0], ring[-1], *ring[1:-1]]
+    return rounds
+
+
+def byes(hosts: Sequence[str], round_pairs: Sequence[Pair]) -> list[str]:
+    """Hosts that sit a round out."""
+    busy = {h for pair in round_pairs for h in pair}
+    return [h for h in ordered_hosts(hosts) if h not in busy]
+
+
+def screen_rounds(hosts: Iterable[str]) -> Rounds:
+    """Every host tested once: the first circle round; with an odd count the host left out meets
+    the first other host in a second round."""
+    ordered = ordered_hosts(hosts)
+    rounds = circle_rounds(ordered)[:1]
+    if rounds:
+        left_out = byes(ordered, rounds[0])
+        if left_out:
+            partner = next(h for h in ordered if h != left_out[0])
+            rounds.append([ordered_pair(partner, left_out[0])])
+    return rounds
+
+
+def split_screen(outcomes: Mapping[Pair, bool]) -> tuple[list[str], list[str]]:
+    """(suspects, known good) from screening pair outcomes (True: passed). A host of a failed
+    pair is a suspect even if another pair of it passed: a good partner can hide nothing."""
+    suspects = {h for pair, passed in outcomes.items() if not passed for h in pair}
+    good = {h for pair, passed in outcomes.items() if passed for h in pair} - suspects
+    return sorted(suspects, key=natural_key), sorted(good, key=natural_key)
+
+
+def confirm_rounds(suspects: Sequence[str], known_good: Sequence[str], partners: int = 1) -> Rounds:
+    """Each suspect paired with `partners` different known-good hosts (fewer when fewer exist);
+    within a round every host appears once. Good hosts are taken in turn, so the load spreads."""
+    suspects = ordered_hosts(suspects)
+    good = ordered_hosts(known_good)
+    if set(suspects) & set(good):
+        raise ValueError("a host cannot be both a suspect and known good")
+    if not suspects or not good:
+        return []
+    wanted = min(partners, len(good))
+    # Suspect i meets good hosts i, i+1, ... (mod len(good)): distinct partners per suspect.
+    todo = [(s, good[(i + k) % len(good)]) for k in range(wanted) for i, s in enumerate(suspects)]
+    rounds: Rounds = []
+    while todo:
+        used: set[str] = set()
+        this_round: list[Pair] = []
+        rest: list[Pair] = []
+        for suspect, partner in todo:
+            if suspect in used or partner in used:
+                rest.append((suspect, partner))
+                continue
+            used.update((suspect, partner))
+            this_round.append(ordered_pair(suspect, partner))
+        rounds.append(_sorted_round(this_round))
+        todo = rest
+    return rounds
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    """What to run next in staged mode, and why."""
+
+    mode: Mode
+    hosts: list[str]
+    rounds: Rounds
+    suspects: list[str] = field(default_factory=list)
+    known_good: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "mode": self.mode,
+            "hosts": self.hosts,
+            "suspects": self.suspects,
+            "known_good": self.known_good,
+            "rounds": [[list(pair) for pair in pairs] for pairs in self.rounds],
+            "pairs": [
+                {"round": number, "a": a, "b": b}
+                for number, pairs in enumerate(self.rounds, start=1)
+                for a, b in pairs
+            ],
+        }
+
+
+def staged_plan(
+    hosts: Iterable[str],
+    all_nodes_passed: bool,
+    screen_outcomes: Mapping[Pair, bool] | None = None,
+    partners: int = 1,
+) -> StagePlan:
+    """The next stage: nothing when the all-nodes test passed; else the screening round; with
+    its outcomes, the confirmation rounds (all pairs when no screening pair passed, since
+    there is then no known-good host to pair suspects with)."""
+    ordered = ordered_hosts(hosts)
+    if all_nodes_passed:
+        return StagePlan("done", ordered, [])
+    if screen_outcomes is None:
+        return StagePlan("screen", ordered, screen_rounds(ordered))
+    unknown = sorted({h for pair in screen_outcomes for h in pair} - set(ordered))
+    if unknown:
+        raise ValueError(f"screening pair(s) name host(s) not in --hosts: {', '.join(unknown)}")
+    suspects, good = split_screen(screen_outcomes)
+    if suspects and not good:
+        return StagePlan("all-pairs", ordered, circle_rounds(ordered), suspects, good)
+    return StagePlan("confirm", ordered, confirm_rounds(suspects, good, partners), suspects, good)
+
+
+def parse_pair(text: str) -> Pair:
+    a, separator, b = text.partition(PAIR_SEPARATOR)
+    if not separator or not a or not b or PAIR_SEPARATOR in b:
+        raise ValueError(f"pair {text!r} must be written HOST{PAIR_SEPARATOR}HOST")
+    return ordered_pair(a, b)
+
+
+def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m gpuval.schedule", description="Pair-test schedules as JSON."
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    rounds = commands.add_parser("rounds", help="all pairs in rounds of disjoint pairs")
+    rounds.add_argument("--hosts", nargs="+", required=True)
+    staged = commands.add_parser("staged", help="the next stage of a staged (screened) test")
+    staged.add_argument("--hosts", nargs="+", required=True)
+    staged.add_argument("--all-nodes", choices=("pass", "fail"), required=True)
+    staged.add_argument("--passed", nargs="*", default=None, metavar="A--B")
+    staged.add_argument("--failed", nargs="*", default=None, metavar="A--B")
+    staged.add_argument("--partners", type=int, default=1, help="known-good partners per suspect")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    arguments = _arguments(argv)
+    try:
+        if arguments.command == "rounds":
+            hosts = ordered_hosts(arguments.hosts)
+            plan = StagePlan("all-pairs", hosts, circle_rounds(hosts))
+        else:
+            outcomes: dict[Pair, bool] | None = None
+            if arguments.passed is not None or arguments.failed is not None:
+                outcomes = {parse_pair(p): True for p in arguments.passed or []}
+                outcomes.update({parse_pair(p): False for p in arguments.failed or []})
+            plan = staged_plan(
+                arguments.hosts, arguments.all_nodes == "pass", outcomes, arguments.partners
+            )
+    except ValueError as problem:
+        print(f"gpuval.schedule: {problem}", file=sys.stderr)
+        return 2
+    print(json.dumps(plan.to_dict(), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
