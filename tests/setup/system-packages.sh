@@ -2,6 +2,8 @@
 # Debian packages the test suite needs; installs only what is missing (needs root for apt).
 set -euo pipefail
 packages=(chromium)
+# Simulated hosts (tests/simhosts): image build, namespaces, sshd, apt proxy, fault injection.
+packages+=(debootstrap tinyproxy openssh-server openssh-client iproute2 iptables iperf3 util-linux)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" \

@@ -28,6 +28,7 @@ from .image import ensure_image
 from .system import (
     SimHostsError,
     child_pids,
+    is_running,
     is_same_process,
     mounts_under,
     process_start_time,
@@ -398,7 +399,7 @@ def _start_proxy(cluster: Cluster) -> None:
         "Timeout 600\n"
         f"Allow {cluster.subnet}\n"
         "MaxClients 100\n"
-        "LogLevel Notice\n"
+        "LogLevel Connect\n"
         "DisableViaHeader Yes\n"
     )
     with open(directory / "tinyproxy.log", "ab") as log:
@@ -554,7 +555,7 @@ def _netns_pids(netns: str) -> list[int]:
 
 def _wait_gone(pids: Sequence[tuple[int, int | None]], timeout: float = 5.0) -> None:
     deadline = time.monotonic() + timeout
-    while any(is_same_process(pid, start) for pid, start in pids):
+    while any(is_running(pid, start) for pid, start in pids):
         if time.monotonic() > deadline:
             raise SimHostsError(f"processes did not exit: {[pid for pid, _ in pids]}")
         time.sleep(0.01)

@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 from collections.abc import Sequence
+from contextlib import suppress
 from pathlib import Path
 
 
@@ -103,6 +104,21 @@ def process_start_time(pid: int) -> int | None:
 
 def is_same_process(pid: int | None, start_time: int | None) -> bool:
     return pid is not None and start_time is not None and process_start_time(pid) == start_time
+
+
+def is_running(pid: int, start_time: int | None) -> bool:
+    """The process exists, is the one started at `start_time`, and is not a zombie.
+
+    A killed child of this very process stays a zombie until reaped, so reap it here.
+    """
+    with suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    state = stat.rsplit(")", 1)[1].split()[0]
+    return state not in ("Z", "X") and process_start_time(pid) == start_time
 
 
 def child_pids(pid: int) -> list[int]:
