@@ -317,12 +317,15 @@ def test_hundred_hosts_stay_readable() -> None:
     busbw = specs[0]
     names = [t.get("name") for t in busbw["data"]]
     assert "median of 100 runs" in names
-    assert names[-3:-1] == ["gpu042", "gpu077"]  # the worst runs drawn on their own
+    assert names[-2:] == ["gpu042", "gpu077"]  # the outlying runs drawn on their own
+    assert "gpu000" not in names  # a healthy host is not singled out
     assert len(specs) == 1 + 8 * 3  # heatmaps for the 8 worst hosts only
     heatmap_hosts = re.findall(r"<h3>(gpu\d+) <span", page)
     assert heatmap_hosts[:2] == ["gpu042", "gpu077"]
     assert "Shown for the 8 hosts with the worst results out of 100" in page
     assert page.count('<table class="topo">') == 1 and "all 100 hosts" in page
+    # failing, warning and outlying hosts in the open table; 89 healthy ones folded away
+    assert "89 more hosts, passing with no outlier" in page
 
 
 def test_write_report_files_writes_all_three(tmp_path: Path) -> None:

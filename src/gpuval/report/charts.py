@@ -1,20 +1,22 @@
 """Measurements the report draws, pulled out of the parsed runs, and their Plotly figure specs.
 
 Figures are plain JSON-able dicts (`{"data": [...], "layout": {...}}`) rendered in the page by
-`Plotly.newPlot`; nothing here needs the plotly Python API. Runs are read as plain dicts (via
-`to_jsonable`) so the report depends on the run schemas' field names, not on record classes.
+`Plotly.newPlot`; nothing here needs the plotly Python API. Runs are read as plain dicts (the
+run schemas' field names), named and classified the way the checks name them.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuval.analysis.checks import collective_name, is_multinode
 from gpuval.analysis.model import CLUSTER, Expectation, RunResults
-from gpuval.records.base import to_jsonable
+from gpuval.analysis.thresholds import Thresholds
+from gpuval.normalise import tool_runs
 
 Figure = dict[str, Any]
 
@@ -22,14 +24,14 @@ NCCL_TOOLS = ("nccl-tests", "rccl-tests")
 P2P_TOOL = "p2pBandwidthLatencyTest"
 TOPO_TOOL = "nvidia-smi-topo"
 
-# busbw is judged at large messages: below this the sweep measures latency, not the links.
-LARGE_MESSAGE_BYTES = 256 * 1024**2
 # "Expect 80-90 % of the per-direction spec at best in practice" (shared/notes/references.md,
-# from the ml-engineering networking chapter); shaded from 70 % so a healthy run sits inside.
-EXPECTED_BAND = (0.70, 0.90)
+# from the ml-engineering networking chapter): the top of the shaded band; its bottom is where a
+# busbw check starts to pass.
+PRACTICAL_CEILING = 0.90
 # Above this many lines a chart stops being readable: draw median, min-max band and the worst.
 MAX_LINES_PER_CHART = 8
 WORST_SHOWN = 3
+WORST_COLOURS = ("#dc2626", "#ea580c", "#9333ea")
 
 P2P_MATRICES = (
     ("bandwidth_unidirectional_p2p_enabled", "Unidirectional bandwidth, P2P enabled", "GB/s"),
@@ -48,7 +50,7 @@ class BusbwSeries:
     """Out-of-place busbw against message size from one nccl-tests run on one host."""
 
     host: str
-    phase: str | None
+    multinode: bool
     collective: str
     source: str
     sizes: tuple[int, ...]
@@ -56,13 +58,15 @@ class BusbwSeries:
 
     @property
     def key(self) -> str:
-        return series_key(self.phase, self.collective)
+        """'all_reduce' for single-node runs, 'internode all_reduce' for multi-node ones."""
+        return f"internode {self.collective}" if self.multinode else self.collective
 
-    def large_message_busbw(self) -> float | None:
-        """The highest busbw at sizes >= LARGE_MESSAGE_BYTES, or at the largest size swept."""
+    def large_message_busbw(self, min_bytes: int) -> float | None:
+        """The highest busbw at sizes >= min_bytes, or at the largest size swept (as the
+        busbw check judges it)."""
         if not self.sizes:
             return None
-        floor = min(LARGE_MESSAGE_BYTES, max(self.sizes))
+        floor = min(min_bytes, max(self.sizes))
         values = [bw for size, bw in zip(self.sizes, self.busbw_gbps, strict=True) if size >= floor]
         return max(values)
 
@@ -99,26 +103,6 @@ class TopoRun:
         )
 
 
-def series_key(phase: str | None, collective: str) -> str:
-    """'all_reduce' for single-node runs, 'internode all_reduce' for runs of another phase."""
-    return collective if phase in (None, "intranode") else f"{phase} {collective}"
-
-
-def _parsed_runs(
-    results: RunResults, tools: Iterable[str]
-) -> Iterator[tuple[str, str, str | None, dict[str, Any]]]:
-    """(host, source, phase, run as a dict) for every run of the given tools."""
-    wanted = set(tools)
-    for raw in results.files:
-        if raw.parse is None or raw.parse.tool not in wanted:
-            continue
-        phase = raw.sidecar.phase if raw.sidecar else None
-        for run in raw.parse.runs:
-            as_dict = to_jsonable(run)
-            if isinstance(as_dict, dict):
-                yield raw.host, raw.path, phase, as_dict
-
-
 def _number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
@@ -127,9 +111,9 @@ def _number(value: Any) -> float | None:
 
 def busbw_series(results: RunResults) -> list[BusbwSeries]:
     found = []
-    for host, source, phase, run in _parsed_runs(results, NCCL_TOOLS):
+    for run in tool_runs(results.files, frozenset(NCCL_TOOLS)):
         points = []
-        for row in run.get("rows") or []:
+        for row in run.data.get("rows") or []:
             size = row.get("size_bytes")
             busbw = _number((row.get("out_of_place") or {}).get("busbw_gbps"))
             # size 0 has no place on a log axis
@@ -138,10 +122,10 @@ def busbw_series(results: RunResults) -> list[BusbwSeries]:
         points.sort()
         found.append(
             BusbwSeries(
-                host=host,
-                phase=phase,
-                collective=str(run.get("collective") or "unknown"),
-                source=source,
+                host=run.host,
+                multinode=is_multinode(run),
+                collective=collective_name(run),
+                source=run.file.path,
                 sizes=tuple(p[0] for p in points),
                 busbw_gbps=tuple(p[1] for p in points),
             )
@@ -157,10 +141,10 @@ def _matrix(value: Any) -> list[list[float | None]] | None:
 
 def p2p_runs(results: RunResults) -> list[P2PRun]:
     found = []
-    for host, source, _phase, run in _parsed_runs(results, [P2P_TOOL]):
-        raw_matrices = run.get("matrices") or {}
+    for run in tool_runs(results.files, frozenset([P2P_TOOL])):
+        raw_matrices = run.data.get("matrices") or {}
         matrices = {name: m for name, value in raw_matrices.items() if (m := _matrix(value))}
-        found.append(P2PRun(host=host, source=source, matrices=matrices))
+        found.append(P2PRun(host=run.host, source=run.file.path, matrices=matrices))
     return found
 
 
@@ -170,16 +154,17 @@ def _strings(value: Any) -> list[str | None]:
 
 def topo_runs(results: RunResults) -> list[TopoRun]:
     found = []
-    for host, source, _phase, run in _parsed_runs(results, [TOPO_TOOL]):
-        legend = run.get("nic_legend") or {}
+    for run in tool_runs(results.files, frozenset([TOPO_TOOL])):
+        data = run.data
+        legend = data.get("nic_legend") or {}
         found.append(
             TopoRun(
-                host=host,
-                source=source,
-                devices=[str(d) for d in run.get("devices") or []],
-                links=[_strings(row) for row in run.get("links") or []],
-                cpu_affinity=_strings(run.get("cpu_affinity")),
-                numa_affinity=_strings(run.get("numa_affinity")),
+                host=run.host,
+                source=run.file.path,
+                devices=[str(d) for d in data.get("devices") or []],
+                links=[_strings(row) for row in data.get("links") or []],
+                cpu_affinity=_strings(data.get("cpu_affinity")),
+                numa_affinity=_strings(data.get("numa_affinity")),
                 nic_legend={str(k): str(v) for k, v in legend.items()}
                 if isinstance(legend, dict)
                 else {},
@@ -222,11 +207,13 @@ def _size_axis(sizes: Iterable[int]) -> dict[str, Any]:
     }
 
 
-def _peak_marks(peaks: list[Expectation]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _peak_marks(
+    peaks: list[Expectation], low: float
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Per-direction peak lines and the shaded expected band, as layout shapes + annotations."""
     shapes: list[dict[str, Any]] = []
     notes: list[dict[str, Any]] = []
-    low, high = EXPECTED_BAND
+    high = PRACTICAL_CEILING
     seen: set[float] = set()
     for peak in sorted(peaks, key=lambda e: e.per_direction_gbps):
         value = peak.per_direction_gbps
@@ -289,13 +276,18 @@ def _line(name: str, sizes: Iterable[int], values: Iterable[float], **style: Any
     }
 
 
-def _aggregate_traces(series: list[BusbwSeries]) -> list[dict[str, Any]]:
-    """Median with a min-max band over all hosts, plus the hosts with the lowest busbw."""
+def _aggregate_traces(series: list[BusbwSeries], thresholds: Thresholds) -> list[dict[str, Any]]:
+    """Median with a min-max band over all hosts, plus the lowest hosts when they are outliers."""
     by_size: dict[int, list[float]] = {}
     for one in series:
         for size, bw in zip(one.sizes, one.busbw_gbps, strict=True):
             by_size.setdefault(size, []).append(bw)
     sizes = sorted(by_size)
+    min_bytes = thresholds.large_message_min_bytes
+    large = {id(s): s.large_message_busbw(min_bytes) or 0.0 for s in series}
+    typical = statistics.median(large.values())
+    cutoff = thresholds.host_outlier_fraction * typical
+    low = [s for s in worst_series(series, min_bytes) if large[id(s)] < cutoff]
     band = {"mode": "lines", "line": {"width": 0}, "hoverinfo": "skip", "showlegend": False}
     traces: list[dict[str, Any]] = [
         {"type": "scatter", "x": sizes, "y": [min(by_size[s]) for s in sizes], **band},
@@ -316,20 +308,24 @@ def _aggregate_traces(series: list[BusbwSeries]) -> list[dict[str, Any]]:
             line={"color": "#1d4ed8", "width": 2.5},
         ),
     ]
-    for one in worst_series(series)[:WORST_SHOWN]:
-        traces.append(_line(one.host, one.sizes, one.busbw_gbps, line={"dash": "dot"}))
+    for one, colour in zip(low, WORST_COLOURS, strict=False):
+        traces.append(
+            _line(one.host, one.sizes, one.busbw_gbps, line={"dash": "dot", "color": colour})
+        )
     return traces
 
 
-def worst_series(series: list[BusbwSeries]) -> list[BusbwSeries]:
+def worst_series(series: list[BusbwSeries], min_bytes: int) -> list[BusbwSeries]:
     """Lowest large-message busbw first; runs without data first of all."""
-    return sorted(series, key=lambda s: (s.large_message_busbw() or -1.0, s.host))
+    return sorted(series, key=lambda s: (s.large_message_busbw(min_bytes) or -1.0, s.host))
 
 
-def busbw_figure(title: str, series: list[BusbwSeries], peaks: list[Expectation]) -> Figure:
+def busbw_figure(
+    title: str, series: list[BusbwSeries], peaks: list[Expectation], thresholds: Thresholds
+) -> Figure:
     labels_taken = {s.host for s in series}
     if len(series) > MAX_LINES_PER_CHART:
-        traces = _aggregate_traces(series)
+        traces = _aggregate_traces(series, thresholds)
     else:
         # A host with several runs of one collective gets its file name in the legend.
         several = len(labels_taken) < len(series)
@@ -337,7 +333,7 @@ def busbw_figure(title: str, series: list[BusbwSeries], peaks: list[Expectation]
             _line(f"{s.host} ({s.source})" if several else s.host, s.sizes, s.busbw_gbps)
             for s in series
         ]
-    shapes, notes = _peak_marks(peaks)
+    shapes, notes = _peak_marks(peaks, thresholds.busbw_pass_fraction)
     top = max(
         [bw for s in series for bw in s.busbw_gbps] + [p.per_direction_gbps for p in peaks] + [1.0]
     )
@@ -356,7 +352,7 @@ def busbw_figure(title: str, series: list[BusbwSeries], peaks: list[Expectation]
             },
             "shapes": shapes,
             "annotations": notes,
-            "legend": {"orientation": "h", "y": -0.2},
+            "legend": {"orientation": "h", "y": -0.2, "traceorder": "normal"},
             "plot_bgcolor": "#ffffff",
         },
     }
@@ -399,15 +395,14 @@ def collective_peaks(
     expectations: list[Expectation], series: list[BusbwSeries]
 ) -> list[Expectation]:
     """The per-direction peaks the series are judged against: per host, the expectation of the
-    same phase ('internode...' for internode runs, else a collective one), never a p2p pair's."""
+    same kind ('internode...' for multi-node runs, else a collective one), never a p2p pair's."""
     chosen = []
     for one in series:
-        internode = one.phase not in (None, "intranode")
         candidates = [
             e
             for e in expectations
             if e.host in (one.host, CLUSTER) and not e.subject.startswith("p2p")
         ]
-        same_phase = [e for e in candidates if e.subject.startswith("internode") == internode]
+        same_phase = [e for e in candidates if e.subject.startswith("internode") == one.multinode]
         chosen.extend(same_phase[:1] or candidates[:1])
     return chosen

@@ -14,10 +14,10 @@ import jinja2
 from markupsafe import Markup
 
 from gpuval.analysis.model import Check, HostFacts, RunResults, Sidecar
+from gpuval.analysis.thresholds import DEFAULTS, Thresholds
 from gpuval.report import charts
 from gpuval.report.summary import (
     BUSBW_PREFIX,
-    OUTLIER_DROP,
     P2P_METRIC,
     STATUS_RANK,
     HostRow,
@@ -33,6 +33,7 @@ from gpuval.report.summary import (
 MAX_DETAIL_HOSTS = 8
 # Passing checks are shown open up to this many; beyond it they fold away under the failures.
 MAX_OPEN_PASSES = 60
+MAX_OPEN_HOST_ROWS = 20
 MAX_DIAGNOSTICS = 500
 MAX_HOSTS_NAMED = 6
 
@@ -165,6 +166,18 @@ def detail_hosts(rows: list[HostRow], found: list[Outlier]) -> list[str]:
     return [r.name for r in ordered[:MAX_DETAIL_HOSTS]]
 
 
+def split_host_rows(
+    rows: list[HostRow], found: list[Outlier]
+) -> tuple[list[HostRow], list[HostRow]]:
+    """Worst first; with many hosts, the passing ones without an outlier fold away."""
+    ordered = sorted(rows, key=lambda r: STATUS_RANK[r.status])
+    if len(rows) <= MAX_OPEN_HOST_ROWS:
+        return ordered, []
+    outlying = {o.host for o in found}
+    needs_a_look = [r for r in ordered if r.status != "pass" or r.name in outlying]
+    return needs_a_look, [r for r in ordered if r not in needs_a_look]
+
+
 def _outcome(sidecar: Sidecar) -> str:
     if sidecar.skipped:
         return f"skipped: {sidecar.skipped}"
@@ -219,7 +232,9 @@ def metric_stats(rows: list[HostRow], metric: str) -> dict[str, float] | None:
     return {"min": min(present), "median": statistics.median(present), "max": max(present)}
 
 
-def _busbw_section(results: RunResults, chart_set: ChartSet) -> list[dict[str, Any]]:
+def _busbw_section(
+    results: RunResults, chart_set: ChartSet, thresholds: Thresholds
+) -> list[dict[str, Any]]:
     by_key: dict[str, list[charts.BusbwSeries]] = {}
     for one in charts.busbw_series(results):
         by_key.setdefault(one.key, []).append(one)
@@ -228,10 +243,11 @@ def _busbw_section(results: RunResults, chart_set: ChartSet) -> list[dict[str, A
         drawn = [s for s in series if s.sizes]
         peaks = charts.collective_peaks(results.expectations, drawn)
         title = f"{key}: busbw vs message size"
+        figure = charts.busbw_figure(title, drawn, peaks, thresholds) if drawn else None
         sections.append(
             {
                 "key": key,
-                "chart": chart_set.add(charts.busbw_figure(title, drawn, peaks)) if drawn else None,
+                "chart": chart_set.add(figure) if figure else None,
                 "runs": len(series),
                 "empty": [s for s in series if not s.sizes],
                 "aggregated": len(drawn) > charts.MAX_LINES_PER_CHART,
@@ -273,14 +289,15 @@ def _topology_groups(results: RunResults) -> list[dict[str, Any]]:
     ]
 
 
-def build_context(results: RunResults) -> dict[str, Any]:
-    rows = host_rows(results)
-    found = outliers(rows)
+def build_context(results: RunResults, thresholds: Thresholds = DEFAULTS) -> dict[str, Any]:
+    rows = host_rows(results, thresholds)
+    found = outliers(rows, thresholds)
     detailed = detail_hosts(rows, found)
     chart_set = ChartSet()
-    busbw = _busbw_section(results, chart_set)
+    busbw = _busbw_section(results, chart_set, thresholds)
     p2p = _p2p_section(results, chart_set, detailed)
     checks: list[Check] = sort_checks(results.checks)
+    shown, folded = split_host_rows(rows, found)
     metrics = list(rows[0].metrics) if rows else []
     diagnostics = run_diagnostics(results)
     return {
@@ -291,7 +308,8 @@ def build_context(results: RunResults) -> dict[str, Any]:
         "passed_checks": [c for c in checks if c.status == "pass"],
         "max_open_passes": MAX_OPEN_PASSES,
         "rows": rows,
-        "rows_worst_first": sorted(rows, key=lambda r: STATUS_RANK[r.status]),
+        "rows_shown": shown,
+        "rows_folded": folded,
         "metrics": metrics,
         "metric_stats": {m: metric_stats(rows, m) for m in metrics},
         "outlying": {(o.host, o.metric) for o in found},
@@ -299,8 +317,8 @@ def build_context(results: RunResults) -> dict[str, Any]:
         "detailed": detailed,
         "busbw": busbw,
         "busbw_note": BUSBW_NOTE,
-        "band": charts.EXPECTED_BAND,
-        "large_message": charts.format_bytes(charts.LARGE_MESSAGE_BYTES),
+        "band": (thresholds.busbw_pass_fraction, charts.PRACTICAL_CEILING),
+        "large_message": charts.format_bytes(thresholds.large_message_min_bytes),
         "p2p": p2p,
         "topology": _topology_groups(results),
         "topo_legend": TOPO_LEGEND,
@@ -311,7 +329,8 @@ def build_context(results: RunResults) -> dict[str, Any]:
         "diagnostics_left_out": max(0, len(diagnostics) - MAX_DIAGNOSTICS),
         "host_total": len(rows),
         "charts": chart_set.specs,
-        "outlier_drop": OUTLIER_DROP,
+        "outlier_drop": 1 - thresholds.host_outlier_fraction,
+        "worst_shown": charts.WORST_SHOWN,
     }
 
 
@@ -333,5 +352,7 @@ def _environment() -> jinja2.Environment:
     return env
 
 
-def render_report(results: RunResults) -> str:
-    return _environment().get_template("report.html.j2").render(build_context(results))
+def render_report(results: RunResults, thresholds: Thresholds = DEFAULTS) -> str:
+    """The page; `thresholds` should be those the checks were judged with."""
+    context = build_context(results, thresholds)
+    return _environment().get_template("report.html.j2").render(context)

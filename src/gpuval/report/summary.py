@@ -11,16 +11,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuval.analysis.model import CLUSTER, STATUS_ORDER, Check, RunResults, Status, worst
+from gpuval.analysis.thresholds import DEFAULTS, Thresholds
 from gpuval.records.base import Diagnostic, to_jsonable
 from gpuval.report.charts import busbw_series, p2p_runs
 
 SCHEMA_VERSION = 1
 P2P_METRIC = "p2p_min_unidirectional_gbps"
-# A host this far below the median of its peers is an outlier. SuperBench flags 5 % below its
-# baseline (shared/notes/references.md); run-to-run spread of p2pBandwidthLatencyTest alone is
-# 5-10 % (shared/notes/tool-outputs.md), so 10 % keeps noise out.
-OUTLIER_DROP = 0.10
-MIN_PEERS_FOR_OUTLIERS = 3
 
 
 @dataclass(frozen=True)
@@ -68,7 +64,7 @@ def host_names(results: RunResults) -> list[str]:
     return names + sorted(extra - set(names) - {CLUSTER})
 
 
-def host_rows(results: RunResults) -> list[HostRow]:
+def host_rows(results: RunResults, thresholds: Thresholds = DEFAULTS) -> list[HostRow]:
     """Status and key metrics per host. Several runs of one metric on a host: the lowest counts."""
     values: dict[tuple[str, str], list[float]] = {}
     metric_names: list[str] = []
@@ -80,7 +76,11 @@ def host_rows(results: RunResults) -> list[HostRow]:
             values.setdefault((host, metric), []).append(value)
 
     for series in busbw_series(results):
-        add(series.host, busbw_metric(series.key), series.large_message_busbw())
+        add(
+            series.host,
+            busbw_metric(series.key),
+            series.large_message_busbw(thresholds.large_message_min_bytes),
+        )
     for run in p2p_runs(results):
         add(run.host, P2P_METRIC, run.min_unidirectional())
 
@@ -100,17 +100,18 @@ def host_rows(results: RunResults) -> list[HostRow]:
     return rows
 
 
-def outliers(rows: list[HostRow]) -> list[Outlier]:
-    """Hosts more than OUTLIER_DROP below the median of the hosts that have the metric."""
+def outliers(rows: list[HostRow], thresholds: Thresholds = DEFAULTS) -> list[Outlier]:
+    """Hosts below host_outlier_fraction of the median of the hosts that have the metric
+    (the same rule as the checks' host-consistency judgement)."""
     found = []
     metrics = rows[0].metrics if rows else {}
     for metric in metrics:
         present = {r.name: v for r in rows if (v := r.metrics.get(metric)) is not None}
-        if len(present) < MIN_PEERS_FOR_OUTLIERS:
+        if len(present) < thresholds.host_outlier_min_hosts:
             continue
         median = statistics.median(present.values())
         for host, value in present.items():
-            if value < (1 - OUTLIER_DROP) * median:
+            if value < thresholds.host_outlier_fraction * median:
                 found.append(Outlier(host, metric, value, median))
     return found
 
@@ -133,8 +134,8 @@ def _check_entry(check: Check) -> dict[str, Any]:
     }
 
 
-def build_summary(results: RunResults) -> dict[str, Any]:
-    rows = host_rows(results)
+def build_summary(results: RunResults, thresholds: Thresholds = DEFAULTS) -> dict[str, Any]:
+    rows = host_rows(results, thresholds)
     checks = sort_checks(results.checks)
     cluster_checks = [c for c in checks if c.host == CLUSTER]
     parse_problems = [
@@ -160,7 +161,7 @@ def build_summary(results: RunResults) -> dict[str, Any]:
         }
         if cluster_checks
         else None,
-        "outliers": [to_jsonable(o) for o in outliers(rows)],
+        "outliers": [to_jsonable(o) for o in outliers(rows, thresholds)],
         "diagnostics": {
             "errors": sum(d.level == "error" for d in diagnostics),
             "warnings": sum(d.level == "warning" for d in diagnostics),
