@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from gpuval.records.nccl import NcclWarning
 
@@ -54,18 +55,11 @@ def is_debug_line(text: str) -> bool:
     )
 
 
-def _host(text: str) -> str | None:
-    """`host:pid:tid [dev] NCCL ...` -> host; None for lines without that prefix."""
-    head, sep, _ = text.partition(":")
-    if not sep or " " in head or not head:
-        return None
-    return head
-
-
 def _after(text: str, marker: str) -> str:
     return text.split(marker, 1)[1].strip()
 
 
+@lru_cache(maxsize=4096)
 def _transport_name(via: str) -> str:
     """`P2P/direct pointer` -> `P2P/direct`; `NET/IB/0/GDRDMA` -> `NET/IB/GDRDMA`."""
     first = via.split()[0] if via.split() else via
@@ -73,43 +67,52 @@ def _transport_name(via: str) -> str:
 
 
 def feed(facts: DebugFacts, text: str, number: int) -> None:
-    """Record what one NCCL_DEBUG line says into `facts`."""
-    host = _host(text)
+    """Record what one NCCL_DEBUG line says into `facts`. Dispatches on the first character of
+    the message so that the many lines carrying nothing cost two or three string tests."""
+    head, colon, _ = text.partition(":")  # `host:pid:tid [dev] NCCL ...`
+    host = head if colon and head and " " not in head else None
     if host is not None:
         facts.hosts.add(host)
-    if "NCCL WARN" in text:
-        facts.warnings.append(NcclWarning(host, _after(text, "NCCL WARN"), number))
+    at = text.find("NCCL INFO ")
+    if at < 0:
+        if "NCCL WARN" in text:
+            facts.warnings.append(NcclWarning(host, _after(text, "NCCL WARN"), number))
+        elif "NCCL version" in text:
+            _version(facts, host, _after(text, "NCCL version"), number)
+        elif " via " in text:
+            facts.transports.add(_transport_name(_after(text, " via ")))
         return
-    if "NCCL version" in text:
-        _version(facts, host, _after(text, "NCCL version"), number)
-        return
-    if " via " in text:
-        facts.transports.add(_transport_name(_after(text, " via ")))
-        return
-    if "NET/" in text and " : Using" in text:
-        # `NET/IB : Using [0]mlx5_0:1/IB ...`, `NET/Socket : Using [0]eth0:...`
-        facts.transports.add(text[text.index("NET/") :].split(" ", 1)[0])
-        return
-    if "Using network " in text:
-        facts.transports.add("NET/" + _after(text, "Using network ").split(" ", 1)[0])
-        return
-    if " channels" in text:
-        _channels(facts, text)
-        return
-    if "NVLS multicast support is available" in text:
-        facts.algorithms.add("NVLS")
-        return
-    if "NCCL_ALGO set by environment to " in text:
-        for name in _after(text, "NCCL_ALGO set by environment to ").rstrip(".").split(","):
-            if name.strip():
-                facts.algorithms.add(name.strip())
-        return
-    if "NVLSTree" in text:
-        facts.algorithms.add("NVLSTree")
-    if facts.nranks is None and "ranks " in text:
-        match = _NRANKS.search(text)
+    message = text[at + 10 :]
+    first = message[:1]
+    if first == "C":
+        if " via " in message:
+            facts.transports.add(_transport_name(_after(message, " via ")))
+    elif first == "N":
+        _n_message(facts, host, message, number)
+    elif first == "U":
+        if message.startswith("Using network "):
+            facts.transports.add("NET/" + message[14:].split(" ", 1)[0])
+    elif first.isdigit():
+        if " channels" in message:
+            _channels(facts, message)
+    elif first == "c" and facts.nranks is None and "ranks " in message:
+        match = _NRANKS.search(message)
         if match:
             facts.nranks = int(match.group(1))
+
+
+def _n_message(facts: DebugFacts, host: str | None, message: str, number: int) -> None:
+    if message.startswith("NCCL version"):
+        _version(facts, host, message[12:], number)
+    elif message.startswith("NET/") and " : Using" in message:
+        # `NET/IB : Using [0]mlx5_0:1/IB ...`, `NET/Socket : Using [0]eth0:...`
+        facts.transports.add(message.split(" ", 1)[0])
+    elif message.startswith("NVLS multicast support is available"):
+        facts.algorithms.add("NVLS")
+    elif message.startswith("NCCL_ALGO set by environment to "):
+        for name in message[32:].strip().rstrip(".").split(","):
+            if name.strip():
+                facts.algorithms.add(name.strip())
 
 
 def _version(facts: DebugFacts, host: str | None, rest: str, number: int) -> None:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gpuval.parsers import nccl_debug, nccl_json
-from gpuval.parsers.text import iter_lines, parse_int, parse_number
+from gpuval.parsers.text import parse_int, parse_number, strip_launcher_prefix
 from gpuval.records.base import ParseResult
 from gpuval.records.nccl import (
     COLLECTIVES,
@@ -173,11 +173,14 @@ class _TextParser:
 
     # ---- driving -------------------------------------------------------------------------
     def run(self, text: str) -> None:
-        for line in iter_lines(text):
-            raw = line.text
-            if nccl_debug.is_debug_line(raw):
-                target = self.current.facts if self.current else self.preamble
-                nccl_debug.feed(target, raw.strip(), line.number)
+        # iter_lines' work inlined: this loop sees every line of 100 MB logs, and the launcher
+        # prefix can only be there when a line starts with "[".
+        is_debug, feed = nccl_debug.is_debug_line, nccl_debug.feed
+        for number, raw in enumerate(text.splitlines(), start=1):
+            if raw[:1] == "[":
+                raw = strip_launcher_prefix(raw)
+            if is_debug(raw):
+                feed(self.current.facts if self.current else self.preamble, raw.strip(), number)
                 continue
             body = raw.strip()
             if not body:
@@ -188,10 +191,10 @@ class _TextParser:
                 if not body:
                     continue
             if body[0].isdigit() and "Test" not in body:
-                self._row_line(line.number, body)
+                self._row_line(number, body)
                 continue
             self._flush_partial()
-            self._other_line(line.number, body, hashed)
+            self._other_line(number, body, hashed)
         self._flush_partial()
         self._finish()
 
@@ -273,7 +276,9 @@ class _TextParser:
     def _tests_version(self, number: int, body: str) -> None:
         # nccl-tests print it first; rccl-tests print `rccl-tests: Version` after the params.
         known = self.current is not None and self.current.run.nccl_tests_version is not None
-        builder = self._open(number, _VERSION if known else _DEVICES)
+        if known or self._needs_new(_DEVICES):
+            self._new_run(number)
+        builder = self._touch(number)
         builder.stage = max(builder.stage, _VERSION)
         if body.startswith("rccl"):
             self.result.tool = "rccl-tests"
@@ -479,7 +484,7 @@ class _TextParser:
                 self._row(start, before + tokens, builder)
                 return
             self._flush_partial()
-        if parse_int(tokens[0]) is None:
+        if _integer(tokens[0]) is None:
             return
         if builder is None or builder.stage >= _FOOTER:
             if not _looks_like_row(tokens):
@@ -718,7 +723,7 @@ def infer_layout(tokens: list[str]) -> _Layout | None:
 
 def parse_row(tokens: list[str], layout: _Layout) -> tuple[NcclRow | None, str | None]:
     """A row, or the problem: "partial" (fewer cells than the header) or a description."""
-    size = parse_int(tokens[0])
+    size = _integer(tokens[0])
     if size is None:
         return None, "size is not an integer"
     row = NcclRow(size_bytes=size)
@@ -729,7 +734,7 @@ def parse_row(tokens: list[str], layout: _Layout) -> tuple[NcclRow | None, str |
             return None, "partial"
         token = tokens[at]
         if key == "count":
-            row.count = parse_int(token)
+            row.count = _integer(token)
             if row.count is None:
                 return None, f"count {token!r} is not an integer"
             at += 1
@@ -744,8 +749,8 @@ def parse_row(tokens: list[str], layout: _Layout) -> tuple[NcclRow | None, str |
                 at += 1
         elif key == "root":
             remaining = len(tokens) - at
-            if parse_int(token) is not None and remaining != needed:
-                row.root = parse_int(token)
+            if _integer(token) is not None and remaining != needed:
+                row.root = _integer(token)
                 at += 1
     cells = tokens[at:]
     if layout.timestamp and len(cells) >= needed and _is_timestamp(cells[-2:]):
@@ -765,26 +770,24 @@ def parse_row(tokens: list[str], layout: _Layout) -> tuple[NcclRow | None, str |
 
 
 def _half(cells: list[str], layout: _Layout) -> tuple[NcclHalf | None, str | None]:
-    half = NcclHalf()
-    for name, cell in zip(layout.metrics, cells, strict=True):
-        value = parse_number(cell.rstrip("*"))
-        if value is None and not _is_na(cell):
-            return None, f"{name} cell {cell!r} is not a number"
-        if name == "time":
-            half.time_us = round(value * layout.time_scale, 6) if value is not None else None
-        elif name == "algbw":
-            half.algbw_gbps = value
-        elif name == "busbw":
-            half.busbw_gbps = value
-        elif name == "wrong":
-            if value is not None and value == int(value):
-                half.wrong = int(value)
-            else:
-                half.error = value
-        elif name == "error":
-            half.error = value
-        else:
-            half.extra[name] = value
+    values = [_number(cell) for cell in cells]
+    if None in values:
+        for name, cell, value in zip(layout.metrics, cells, values, strict=True):
+            if value is None and not _is_na(cell):
+                return None, f"{name} cell {cell!r} is not a number"
+    named = dict(zip(layout.metrics, values, strict=True))
+    time = named.pop("time", None)
+    if time is not None and layout.time_scale != 1.0:
+        time = round(time * layout.time_scale, 6)
+    half = NcclHalf(time, named.pop("algbw", None), named.pop("busbw", None))
+    half.error = named.pop("error", None)
+    if "wrong" in named:
+        wrong = named.pop("wrong")
+        if wrong is not None and wrong == int(wrong):
+            half.wrong = int(wrong)
+        else:  # a magnitude under a #wrong header: keep it, but it is no count
+            half.error = wrong
+    half.extra = named
     return half, None
 
 
@@ -819,8 +822,23 @@ def infer_collective(run: NcclRun) -> str | None:
     return "all_gather"
 
 
+def _number(cell: str) -> float | None:
+    """parse_number with float() tried first: rows are most of a log, and most cells are plain."""
+    try:
+        return float(cell)
+    except ValueError:
+        return parse_number(cell.rstrip("*"))  # rccl marks errors over threshold with "*"
+
+
+def _integer(cell: str) -> int | None:
+    try:
+        return int(cell)
+    except ValueError:
+        return parse_int(cell)
+
+
 def _is_number(token: str) -> bool:
-    return parse_number(token) is not None
+    return not token[:1].isalpha() and _number(token) is not None
 
 
 def _is_na(token: str) -> bool:

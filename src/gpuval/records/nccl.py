@@ -22,7 +22,7 @@ COLLECTIVES = (
 )
 
 
-@dataclass
+@dataclass(slots=True)
 class NcclHalf:
     """The out-of-place or the in-place half of one table row."""
 
@@ -37,7 +37,7 @@ class NcclHalf:
     extra: dict[str, float | None] = field(default_factory=dict)
 
 
-@dataclass
+@dataclass(slots=True)
 class NcclRow:
     size_bytes: int
     count: int | None = None
