@@ -483,3 +483,27 @@ def test_detect(text: str, expected: tuple[str, int] | None) -> None:
 def test_garbage_never_raises() -> None:
     for text in ["", "\x00\x01", "# size count type\n1 2 3 4 5", "8 2 float sum -1 x y z w"]:
         nccl_tests.parse(text, source="x").to_dict()
+
+
+def test_row_cut_without_newline_is_not_recorded() -> None:
+    text = CURRENT.split("# Out of bounds")[0].rstrip("\n")[:-1]  # `... 0.05  N/` cut
+    document = parsed(text)
+    (run,) = document["runs"]
+    assert [r["size_bytes"] for r in run["rows"]] == [0]
+    cut = text.count("\n") + 1
+    assert any(line == cut and "partial row" in m for line, m in messages(document))
+    complete_looking = CURRENT.split("# Out of bounds")[0].rstrip("\n")
+    # a pasted copy without its final newline keeps a full-width last row
+    assert [r["size_bytes"] for r in parsed(complete_looking)["runs"][0]["rows"]] == [0, 1024]
+
+
+def test_row_glued_to_an_nccl_info_line_is_reported() -> None:
+    text = (
+        column_header()
+        + "           8             2     float     sum      -1node:1:2 [0] NCCL INFO Connected\n"
+        + "    26.08    0.00    0.00      0    24.37    0.00    0.00      0\n"
+    )
+    document = parsed(text)
+    assert document["runs"][0]["rows"] == []
+    found = {line for line, m in messages(document) if "row" in m}
+    assert found == {2, 3}

@@ -161,6 +161,7 @@ class _Builder:
     group_halves: tuple[str, ...] | None = None
     time_scale: float | None = None
     partial: tuple[int, list[str]] | None = None
+    row_width: int = 0
     last_line: int | None = None
 
 
@@ -170,16 +171,24 @@ class _TextParser:
         self.builders: list[_Builder] = []
         self.current: _Builder | None = None
         self.preamble = nccl_debug.DebugFacts()
+        self.cut_line: int | None = None
 
     # ---- driving -------------------------------------------------------------------------
     def run(self, text: str) -> None:
         # iter_lines' work inlined: this loop sees every line of 100 MB logs, and the launcher
         # prefix can only be there when a line starts with "[".
         is_debug, feed = nccl_debug.is_debug_line, nccl_debug.feed
-        for number, raw in enumerate(text.splitlines(), start=1):
+        lines = text.splitlines()
+        # A capture cut mid-write ends without a newline: its last row may lack digits.
+        # (Copies pasted from web pages often lack it too, hence the width test in _row.)
+        self.cut_line = len(lines) if text and text[-1] not in "\r\n" else None
+        for number, raw in enumerate(lines, start=1):
             if raw[:1] == "[":
                 raw = strip_launcher_prefix(raw)
             if is_debug(raw):
+                if raw[:1] in " \t" and self._in_table():
+                    # NCCL_DEBUG lines start with their host; a leading blank is a row's start.
+                    self.result.warn("row text mixed into an NCCL_DEBUG line: not recorded", number)
                 feed(self.current.facts if self.current else self.preamble, raw.strip(), number)
                 continue
             body = raw.strip()
@@ -485,6 +494,8 @@ class _TextParser:
                 return
             self._flush_partial()
         if _integer(tokens[0]) is None:
+            if self._in_table() and _is_continuation(tokens):
+                self.result.warn(f"row fragment without its start: {body!r}", number)
             return
         if builder is None or builder.stage >= _FOOTER:
             if not _looks_like_row(tokens):
@@ -493,6 +504,10 @@ class _TextParser:
         elif builder.layout is None and not _looks_like_row(tokens):
             return
         self._row(number, tokens, builder)
+
+    def _in_table(self) -> bool:
+        builder = self.current
+        return builder is not None and builder.layout is not None and builder.stage < _FOOTER
 
     def _row(self, number: int, tokens: list[str], builder: _Builder) -> None:
         builder.last_line = max(builder.last_line or number, number)
@@ -510,6 +525,11 @@ class _TextParser:
                 number,
             )
         row, problem = parse_row(tokens, builder.layout)
+        width = sum(map(len, tokens))
+        if number == self.cut_line and (problem is not None or width < builder.row_width):
+            # The file ends inside this line, which is odd or narrower than the row before it.
+            problem = "partial"
+        builder.row_width = width
         if problem == "partial":
             builder.partial = (number, tokens)
             return
