@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.simhosts import Cluster, HostSpec, SimHostsError, down, faults, up
+from tests.simhosts import Bind, Cluster, HostSpec, SimHostsError, down, faults, registered, up
+from tests.simhosts.cluster import default_state_dir
 from tests.simhosts.fixtures import simulated_hosts
-from tests.simhosts.system import is_same_process, mounts_under
+from tests.simhosts.system import is_same_process, mounts_under, require_tools
 
 pytestmark = pytest.mark.simhosts
 
@@ -23,8 +24,23 @@ VENV_BIN = Path(sys.executable).parent
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[Cluster]:
-    with simulated_hosts(3, name="simtest") as started:
+def shared_dirs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A read-only toolkit-like directory for every host, and a writable one for node1."""
+    toolkit = tmp_path_factory.mktemp("toolkit")
+    (toolkit / "bin").mkdir()
+    (toolkit / "bin" / "tool").write_text("#!/bin/sh\necho tool\n")
+    return toolkit, tmp_path_factory.mktemp("node1-extra")
+
+
+@pytest.fixture(scope="module")
+def cluster(shared_dirs: tuple[Path, Path]) -> Iterator[Cluster]:
+    toolkit, extra = shared_dirs
+    with simulated_hosts(
+        3,
+        name="simtest",
+        bind_ro=[str(toolkit)],
+        host_binds={"node1": [Bind(str(extra), "/srv/extra", readonly=False)]},
+    ) as started:
         yield started
 
 
@@ -73,10 +89,32 @@ def test_files_written_on_one_host_are_invisible_on_another(cluster: Cluster) ->
     assert not (Path(cluster.image) / "var/tmp/owner").exists()
 
 
+def test_binds_reach_the_hosts_they_were_given_to(
+    cluster: Cluster, shared_dirs: tuple[Path, Path]
+) -> None:
+    toolkit, extra = shared_dirs
+    for host in ("node1", "node3"):
+        assert ssh(cluster, host, f"cat {toolkit}/bin/tool") == "#!/bin/sh\necho tool\n"
+        assert "Read-only" in ssh(cluster, host, f"touch {toolkit}/new 2>&1 || true")
+    ssh(cluster, "node1", "echo from-node1 > /srv/extra/out")
+    assert (extra / "out").read_text() == "from-node1\n"
+    assert "No such" in ssh(cluster, "node2", "ls /srv/extra 2>&1 || true")
+
+
 def test_processes_of_a_host_are_its_own(cluster: Cluster) -> None:
     ssh(cluster, "node1", "nohup sleep 300 >/dev/null 2>&1 &")
     assert "sleep 300" in ssh(cluster, "node1", "ps -eo args")
     assert "sleep 300" not in ssh(cluster, "node2", "ps -eo args")
+    assert "sleep 300" in cluster.host("node1").exec(["ps", "-eo", "args"]).stdout
+    assert cluster.host("node2").exec(["hostname"]).stdout == "node2\n"
+
+
+def test_hosts_ssh_to_each_other_by_name_with_keys_they_were_given(cluster: Cluster) -> None:
+    # What an MPI role does: give the hosts a key, then launch across them by name.
+    key = cluster.ssh_key.read_text()
+    ssh(cluster, "node1", f"umask 077 && printf '%s' '{key}' > /root/.ssh/id_ed25519")
+    reply = ssh(cluster, "node1", "ssh -o StrictHostKeyChecking=accept-new node2 hostname")
+    assert reply == "node2\n"
 
 
 def test_ansible_playbook_runs_over_ssh(cluster: Cluster, tmp_path: Path) -> None:
@@ -183,6 +221,8 @@ def test_teardown_leaves_nothing_behind() -> None:
     cluster = up("simtest-down", [HostSpec("a"), HostSpec("b"), HostSpec("c")])
     ssh(cluster, "a", "nohup sleep 4242 >/dev/null 2>&1 &")
     faults.kill_host(cluster, cluster.host("c"))
+    assert not tcp_reachable(cluster.host("c").ip, 22)
+    assert tcp_reachable(cluster.host("b").ip, 22)
     pids = [(host.launcher_pid, host.launcher_start) for host in cluster.hosts]
     pids.append((cluster.proxy_pid, cluster.proxy_start))
     down(cluster)
@@ -200,10 +240,16 @@ def test_teardown_leaves_nothing_behind() -> None:
 
 
 def test_failed_start_cleans_up_the_half_made_cluster(tmp_path: Path) -> None:
-    missing = tmp_path / "not-there"
     with pytest.raises(SimHostsError, match="not a directory"):
-        up("simtest-half", [HostSpec("a")], bind_ro=[str(missing)])
-    links = os.listdir("/sys/class/net")
-    assert not [link for link in links if link.startswith("gvsim") and "half" in link]
+        up("simtest-half", [HostSpec("halfhost")], bind_ro=[str(tmp_path / "not-there")])
+    assert not any(cluster.name == "simtest-half" for cluster in registered())
     namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    assert "-a " not in namespaces.replace("\n", " \n")
+    assert "-halfhost" not in namespaces
+    assert not default_state_dir("simtest-half").exists()
+
+
+def test_missing_tools_name_the_package_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.setattr("tests.simhosts.system.SBIN_DIRS", ())
+    with pytest.raises(SimHostsError, match=r"apt-get install .*tinyproxy"):
+        require_tools(["ip", "tinyproxy"])

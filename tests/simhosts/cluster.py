@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import re
+import secrets
 import shlex
 import signal
 import socket
@@ -46,7 +47,8 @@ STATE_FILE = "cluster.json"
 SUBNET_FIRST_OCTETS = "10.213"
 SUBNET_COUNT = 256
 FIRST_HOST_OCTET = 11
-PROXY_PORT = 8888
+# Not tinyproxy's packaged default (8888), which a system-wide tinyproxy may hold.
+PROXY_PORT = 18888
 SSH_PORT = 22
 NAME_PATTERN = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 START_TIMEOUT_S = 15.0
@@ -194,11 +196,22 @@ class Cluster:
         kwargs = {key: value for key, value in document.items() if key in fields}
         return cls(hosts=hosts, **kwargs)  # type: ignore[arg-type]
 
+    @property
+    def registry_file(self) -> Path:
+        return REGISTRY / f"{self.name}.json"
+
     def save(self) -> None:
-        Path(self.state_dir).mkdir(parents=True, exist_ok=True)
-        temporary = self.state_file.with_suffix(".tmp")
-        temporary.write_text(json.dumps(self.to_json(), indent=2) + "\n")
-        temporary.rename(self.state_file)
+        """Write the state file, and its copy in the machine-wide registry.
+
+        The copy lets `down --all` clean up a cluster whose state directory was deleted
+        (a molecule ephemeral directory, say) while the cluster was still up.
+        """
+        text = json.dumps(self.to_json(), indent=2) + "\n"
+        for path in (self.state_file, self.registry_file):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            temporary = path.with_suffix(".tmp")
+            temporary.write_text(text)
+            temporary.rename(path)
 
 
 def default_state_dir(name: str) -> Path:
@@ -215,12 +228,9 @@ def load(state_dir: Path) -> Cluster | None:
 
 def registered() -> list[Cluster]:
     """Every cluster of this machine that has not been torn down."""
-    clusters = []
-    for link in sorted(REGISTRY.glob("*.state")):
-        cluster = load(link.resolve().parent)
-        if cluster is not None:
-            clusters.append(cluster)
-    return clusters
+    return [
+        Cluster.from_json(json.loads(path.read_text())) for path in sorted(REGISTRY.glob("*.json"))
+    ]
 
 
 def _check_name(name: str, what: str) -> None:
@@ -293,6 +303,7 @@ def _prepare_root(cluster: Cluster, host: Host) -> None:
     for sub in ("upper", "work", "merged"):
         (directory / sub).mkdir(parents=True, exist_ok=True)
     _write_private(upper / "etc/hostname", host.name + "\n")
+    _write_private(upper / "etc/machine-id", secrets.token_hex(16) + "\n", 0o444)
     _write_private(upper / "etc/hosts", _hosts_file(cluster))
     _write_private(
         upper / "etc/apt/apt.conf.d/01gpuval-proxy",
@@ -444,7 +455,7 @@ def _write_access_files(cluster: Cluster) -> None:
     """The Ansible inventory and an ssh_config, both using the cluster's own key."""
     ssh_args = (
         f"-o StrictHostKeyChecking=accept-new -o UserKnownHostsFile={cluster.known_hosts} "
-        "-o IdentitiesOnly=yes -o ControlMaster=auto -o ControlPersist=60s"
+        "-o IdentitiesOnly=yes"
     )
     lines = ["[gpu_nodes]"] + [f"{host.name} ansible_host={host.ip}" for host in cluster.hosts]
     lines += [
@@ -472,12 +483,6 @@ def _write_access_files(cluster: Cluster) -> None:
         for host in cluster.hosts
     ]
     cluster.ssh_config.write_text("\n".join(stanzas))
-
-
-def _register(cluster: Cluster) -> None:
-    link = REGISTRY / f"{cluster.name}.state"
-    link.unlink(missing_ok=True)
-    link.symlink_to(cluster.state_file)
 
 
 def up(
@@ -519,7 +524,6 @@ def up(
         ]
         # Saved before anything is created, so a failure part-way can still be torn down.
         cluster.save()
-        _register(cluster)
         run(["ip", "link", "add", cluster.bridge, "type", "bridge"])
     try:
         run(["ip", "addr", "add", f"{cluster.bridge_ip}/24", "dev", cluster.bridge])
@@ -587,9 +591,7 @@ def down(cluster: Cluster, *, keep_files: bool = False) -> None:
     state = Path(cluster.state_dir)
     for point in mounts_under(state) if state.exists() else []:
         run(["umount", "--lazy", point], check=False)
-    link = REGISTRY / f"{cluster.name}.state"
-    if link.is_symlink() and link.resolve() == cluster.state_file.resolve():
-        link.unlink()
+    cluster.registry_file.unlink(missing_ok=True)
     if keep_files:
         cluster.state_file.unlink(missing_ok=True)
     else:

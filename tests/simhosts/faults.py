@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 from .cluster import Cluster, Host
-from .system import SimHostsError, run
+from .system import SimHostsError, is_running, process_start_time, run
 
 # Burst and latency as in the measured recipe of test-environment.md (1 Gbit/s throttle).
 TBF_BURST = "512kb"
@@ -55,9 +56,15 @@ def disconnect(host: Host) -> None:
     run(["ip", "link", "del", host.veth], check=False)
 
 
-def kill_host(cluster: Cluster, host: Host) -> None:
-    """Kill the host: its pid 1 (sshd) and with it every process of the host."""
+def kill_host(cluster: Cluster, host: Host, timeout: float = 5.0) -> None:
+    """Kill the host: its pid 1 (sshd) and with it every process of the host; returns dead."""
     pid = host.init_pid
     if pid is None:
         raise SimHostsError(f"host {host.name} of {cluster.name} is not running")
+    start = process_start_time(pid)
     os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + timeout
+    while is_running(pid, start) or is_running(host.launcher_pid, host.launcher_start):
+        if time.monotonic() > deadline:
+            raise SimHostsError(f"host {host.name} did not die within {timeout} s")
+        time.sleep(0.01)

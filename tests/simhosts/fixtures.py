@@ -11,10 +11,20 @@ Teardown runs however the block ends.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 
-from .cluster import Bind, Cluster, HostSpec, down, up
+from .cluster import Bind, Cluster, HostSpec, down, registered, up
+
+
+def _down_orphans(name: str) -> None:
+    """Tear down clusters of this name left by test processes that were killed outright."""
+    for cluster in registered():
+        owner = re.fullmatch(rf"{re.escape(name)}-(\d+)", cluster.name)
+        if owner and not Path(f"/proc/{owner.group(1)}").exists():
+            down(cluster)
 
 
 @contextmanager
@@ -30,7 +40,8 @@ def simulated_hosts(
     """`count` hosts named node1..nodeN (or `host_names`), torn down on exit.
 
     The cluster name also names its state directory, so concurrent test runs must use
-    different names; the process id is appended to keep two runs of one test apart.
+    different names; the process id is appended to keep two runs of one test apart, and
+    clusters of this name whose test process has died are torn down first.
     """
     names = list(host_names) if host_names is not None else [
         f"node{number}" for number in range(1, count + 1)
@@ -43,6 +54,7 @@ def simulated_hosts(
         )
         for host in names
     ]
+    _down_orphans(name)
     cluster = up(f"{name}-{os.getpid()}", specs, bind_ro=bind_ro)
     try:
         yield cluster

@@ -30,6 +30,9 @@ CONTROLLER_TOOLS: dict[str, str] = {
 }
 
 
+SBIN_DIRS: tuple[str, ...] = ("/usr/local/sbin", "/usr/sbin", "/sbin")
+
+
 def require_root() -> None:
     if os.geteuid() != 0:
         raise SimHostsError(
@@ -40,9 +43,7 @@ def require_root() -> None:
 
 def missing_tools(tools: Sequence[str] = tuple(CONTROLLER_TOOLS)) -> list[str]:
     """Names of `tools` not on PATH (sbin directories included, as root would have them)."""
-    search_path = os.pathsep.join(
-        [os.environ.get("PATH", ""), "/usr/local/sbin", "/usr/sbin", "/sbin"]
-    )
+    search_path = os.pathsep.join([os.environ.get("PATH", ""), *SBIN_DIRS])
     return [tool for tool in tools if shutil.which(tool, path=search_path) is None]
 
 
@@ -59,9 +60,7 @@ def require_tools(tools: Sequence[str] = tuple(CONTROLLER_TOOLS)) -> None:
 def sbin_env() -> dict[str, str]:
     """The current environment with sbin directories on PATH (sudo/pytest may drop them)."""
     env = dict(os.environ)
-    env["PATH"] = os.pathsep.join(
-        [env.get("PATH", "/usr/bin:/bin"), "/usr/local/sbin", "/usr/sbin", "/sbin"]
-    )
+    env["PATH"] = os.pathsep.join([env.get("PATH", "/usr/bin:/bin"), *SBIN_DIRS])
     return env
 
 
@@ -106,11 +105,13 @@ def is_same_process(pid: int | None, start_time: int | None) -> bool:
     return pid is not None and start_time is not None and process_start_time(pid) == start_time
 
 
-def is_running(pid: int, start_time: int | None) -> bool:
+def is_running(pid: int | None, start_time: int | None) -> bool:
     """The process exists, is the one started at `start_time`, and is not a zombie.
 
     A killed child of this very process stays a zombie until reaped, so reap it here.
     """
+    if pid is None:
+        return False
     with suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
     try:
