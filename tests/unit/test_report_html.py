@@ -41,6 +41,7 @@ H100_P2P = [
     [369.90, 375.92, 393.63, 2525.38],
 ]
 LAMBDA_TOPO = {
+    "matrix": "topology",
     "devices": ["GPU0", "GPU1", "GPU2", "GPU3", "NIC0"],
     "links": [
         ["X", "NV18", "NV18", "NV18", "PHB"],
@@ -49,8 +50,8 @@ LAMBDA_TOPO = {
         ["NV18", "NV18", "NV18", "X", "PHB"],
         ["PHB", "PHB", "PHB", "PHB", "X"],
     ],
-    "cpu_affinity": ["0-103", "0-103", "0-103", "0-103", None],
-    "numa_affinity": ["0", "0", "0", "0", None],
+    "cpu_affinity": {"GPU0": "0-103", "GPU1": "0-103", "GPU2": "0-103", "GPU3": "0-103"},
+    "numa_affinity": {"GPU0": "0", "GPU1": "0", "GPU2": "0", "GPU3": "0"},
     "nic_legend": {"NIC0": "mlx5_0"},
 }
 NVLINK4 = "NVLink 4 x 18 links (NV18) = 450 GB/s per direction"
@@ -289,6 +290,7 @@ def test_provenance_shows_versions_commands_and_diagnostics() -> None:
         assert text in page, text
     assert page.count('<table class="topo">') == 1  # four identical topologies, shown once
     assert 'class="link-nv">NV18</td>' in page and 'class="link-phb">PHB</td>' in page
+    assert '<td class="mono">0-103</td>' in page  # CPU affinity of the GPU rows
 
 
 def test_text_from_logs_and_inventory_is_escaped() -> None:
@@ -332,4 +334,18 @@ def test_write_report_files_writes_all_three(tmp_path: Path) -> None:
     write_report_files(realistic_results(), tmp_path / "out")
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
         "junit.xml", "report.html", "summary.json"
+    ]  # fmt: skip
+
+
+def test_hosts_judged_against_different_peaks_get_a_chart_each() -> None:
+    results = realistic_results()
+    results.expectations[0] = Expectation("node1", "intranode-collective", 300.0, 600.0, "NVLink 3")
+    specs = chart_specs(render_report(results))
+    busbw = [s for s in specs if s["data"][0]["type"] == "scatter"]
+    assert [[t["name"] for t in s["data"]] for s in busbw] == [
+        ["node1"],
+        ["node2", "node3", "node4"],
+    ]
+    assert [[sh["y0"] for sh in s["layout"]["shapes"] if sh["type"] == "line"] for s in busbw] == [
+        [300.0], [450.0]
     ]  # fmt: skip

@@ -88,8 +88,8 @@ class TopoRun:
     source: str
     devices: list[str]
     links: list[list[str | None]]
-    cpu_affinity: list[str | None] = field(default_factory=list)
-    numa_affinity: list[str | None] = field(default_factory=list)
+    cpu_affinity: dict[str, str | None] = field(default_factory=dict)  # device -> as printed
+    numa_affinity: dict[str, str | None] = field(default_factory=dict)
     nic_legend: dict[str, str] = field(default_factory=dict)
 
     def signature(self) -> tuple[Any, ...]:
@@ -97,8 +97,8 @@ class TopoRun:
         return (
             tuple(self.devices),
             tuple(tuple(row) for row in self.links),
-            tuple(self.cpu_affinity),
-            tuple(self.numa_affinity),
+            tuple(sorted(self.cpu_affinity.items())),
+            tuple(sorted(self.numa_affinity.items())),
             tuple(sorted(self.nic_legend.items())),
         )
 
@@ -152,10 +152,19 @@ def _strings(value: Any) -> list[str | None]:
     return [None if item is None else str(item) for item in value or []]
 
 
+def _per_device(value: Any) -> dict[str, str | None]:
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): None if v is None else str(v) for k, v in value.items()}
+
+
 def topo_runs(results: RunResults) -> list[TopoRun]:
+    """`nvidia-smi topo -m` link matrices (not the `topo -p2p` capability ones)."""
     found = []
     for run in tool_runs(results.files, frozenset([TOPO_TOOL])):
         data = run.data
+        if data.get("matrix", "topology") != "topology":
+            continue
         legend = data.get("nic_legend") or {}
         found.append(
             TopoRun(
@@ -163,8 +172,8 @@ def topo_runs(results: RunResults) -> list[TopoRun]:
                 source=run.file.path,
                 devices=[str(d) for d in data.get("devices") or []],
                 links=[_strings(row) for row in data.get("links") or []],
-                cpu_affinity=_strings(data.get("cpu_affinity")),
-                numa_affinity=_strings(data.get("numa_affinity")),
+                cpu_affinity=_per_device(data.get("cpu_affinity")),
+                numa_affinity=_per_device(data.get("numa_affinity")),
                 nic_legend={str(k): str(v) for k, v in legend.items()}
                 if isinstance(legend, dict)
                 else {},
@@ -207,60 +216,20 @@ def _size_axis(sizes: Iterable[int]) -> dict[str, Any]:
     }
 
 
-def _peak_marks(
-    peaks: list[Expectation], low: float
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Per-direction peak lines and the shaded expected band, as layout shapes + annotations."""
-    shapes: list[dict[str, Any]] = []
-    notes: list[dict[str, Any]] = []
-    high = PRACTICAL_CEILING
-    seen: set[float] = set()
-    for peak in sorted(peaks, key=lambda e: e.per_direction_gbps):
-        value = peak.per_direction_gbps
-        if value in seen:
-            continue
-        seen.add(value)
-        shapes.append(
-            {
-                "type": "rect",
-                "xref": "paper",
-                "x0": 0,
-                "x1": 1,
-                "yref": "y",
-                "y0": low * value,
-                "y1": high * value,
-                "fillcolor": "rgba(22,163,74,0.10)",
-                "line": {"width": 0},
-                "layer": "below",
-            }
-        )
-        shapes.append(
-            {
-                "type": "line",
-                "xref": "paper",
-                "x0": 0,
-                "x1": 1,
-                "yref": "y",
-                "y0": value,
-                "y1": value,
-                "line": {"color": "#b91c1c", "width": 1.5, "dash": "dash"},
-            }
-        )
-        notes.append(
-            {
-                "xref": "paper",
-                "x": 0.01,
-                "xanchor": "left",
-                "yref": "y",
-                "y": value,
-                "yanchor": "bottom",
-                "showarrow": False,
-                "font": {"size": 11, "color": "#b91c1c"},
-                "text": f"per-direction peak {value:g} GB/s ({peak.basis}); band "
-                f"{low:.0%}-{high:.0%}",
-            }
-        )
-    return shapes, notes
+def _peak_marks(peak: Expectation, low: float) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The per-direction peak line and the shaded expected band (layout shapes), and a label."""
+    value, high = peak.per_direction_gbps, PRACTICAL_CEILING
+    across = {"xref": "paper", "x0": 0, "x1": 1, "yref": "y"}
+    band = {"type": "rect", **across, "y0": low * value, "y1": high * value, "layer": "below",
+            "fillcolor": "rgba(22,163,74,0.10)", "line": {"width": 0}}  # fmt: skip
+    line = {"type": "line", **across, "y0": value, "y1": value,
+            "line": {"color": "#b91c1c", "width": 1.5, "dash": "dash"}}  # fmt: skip
+    label = {
+        "xref": "paper", "x": 0.01, "xanchor": "left", "yref": "y", "y": value,
+        "yanchor": "bottom", "showarrow": False, "font": {"size": 11, "color": "#b91c1c"},
+        "text": f"per-direction peak {value:g} GB/s; green: {low:.0%}-{high:.0%} of it",
+    }  # fmt: skip
+    return [band, line], label
 
 
 def _line(name: str, sizes: Iterable[int], values: Iterable[float], **style: Any) -> dict[str, Any]:
@@ -321,8 +290,9 @@ def worst_series(series: list[BusbwSeries], min_bytes: int) -> list[BusbwSeries]
 
 
 def busbw_figure(
-    title: str, series: list[BusbwSeries], peaks: list[Expectation], thresholds: Thresholds
+    title: str, series: list[BusbwSeries], peak: Expectation | None, thresholds: Thresholds
 ) -> Figure:
+    """busbw against size, one line per run (or median and band when many), against `peak`."""
     labels_taken = {s.host for s in series}
     if len(series) > MAX_LINES_PER_CHART:
         traces = _aggregate_traces(series, thresholds)
@@ -333,9 +303,13 @@ def busbw_figure(
             _line(f"{s.host} ({s.source})" if several else s.host, s.sizes, s.busbw_gbps)
             for s in series
         ]
-    shapes, notes = _peak_marks(peaks, thresholds.busbw_pass_fraction)
+    shapes: list[dict[str, Any]] = []
+    notes: list[dict[str, Any]] = []
+    if peak is not None:
+        shapes, label = _peak_marks(peak, thresholds.busbw_pass_fraction)
+        notes.append(label)
     top = max(
-        [bw for s in series for bw in s.busbw_gbps] + [p.per_direction_gbps for p in peaks] + [1.0]
+        [bw for s in series for bw in s.busbw_gbps] + [peak.per_direction_gbps if peak else 1.0]
     )
     return {
         "data": traces,
@@ -356,6 +330,11 @@ def busbw_figure(
             "plot_bgcolor": "#ffffff",
         },
     }
+
+
+def heatmap_size(gpus: int) -> tuple[int, int]:
+    """(minimum width, height) in pixels that keep every annotated cell legible."""
+    return max(400, 60 * gpus + 140), max(360, 38 * gpus + 110)
 
 
 def heatmap_figure(title: str, matrix: list[list[float | None]], unit: str) -> Figure:
@@ -383,7 +362,7 @@ def heatmap_figure(title: str, matrix: list[list[float | None]], unit: str) -> F
         "layout": {
             "title": {"text": title, "font": {"size": 13}},
             "font": FONT,
-            "height": 360,
+            "height": heatmap_size(len(matrix))[1],
             "margin": {"l": 55, "r": 10, "t": 45, "b": 40},
             "yaxis": {"autorange": "reversed"},
             "xaxis": {"side": "bottom"},
@@ -391,18 +370,14 @@ def heatmap_figure(title: str, matrix: list[list[float | None]], unit: str) -> F
     }
 
 
-def collective_peaks(
-    expectations: list[Expectation], series: list[BusbwSeries]
-) -> list[Expectation]:
-    """The per-direction peaks the series are judged against: per host, the expectation of the
-    same kind ('internode...' for multi-node runs, else a collective one), never a p2p pair's."""
-    chosen = []
-    for one in series:
-        candidates = [
-            e
-            for e in expectations
-            if e.host in (one.host, CLUSTER) and not e.subject.startswith("p2p")
-        ]
-        same_phase = [e for e in candidates if e.subject.startswith("internode") == one.multinode]
-        chosen.extend(same_phase[:1] or candidates[:1])
-    return chosen
+def series_peak(expectations: list[Expectation], series: BusbwSeries) -> Expectation | None:
+    """The per-direction peak a run is judged against: its host's expectation of the same kind
+    ('internode...' for multi-node runs, else a collective one), never a p2p pair's."""
+    candidates = [
+        e
+        for e in expectations
+        if e.host in (series.host, CLUSTER) and not e.subject.startswith("p2p")
+    ]
+    same_kind = [e for e in candidates if e.subject.startswith("internode") == series.multinode]
+    chosen = same_kind or candidates
+    return chosen[0] if chosen else None

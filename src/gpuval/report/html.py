@@ -13,7 +13,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from gpuval.analysis.model import Check, HostFacts, RunResults, Sidecar
+from gpuval.analysis.model import Check, Expectation, HostFacts, RunResults, Sidecar
 from gpuval.analysis.thresholds import DEFAULTS, Thresholds
 from gpuval.report import charts
 from gpuval.report.summary import (
@@ -36,6 +36,7 @@ MAX_OPEN_PASSES = 60
 MAX_OPEN_HOST_ROWS = 20
 MAX_DIAGNOSTICS = 500
 MAX_HOSTS_NAMED = 6
+PHASE_ORDER = ("preflight", "mpi-preflight", "intranode", "internode", "network")  # as run
 
 FACT_FIELDS = (
     ("gpu_model", "GPU model"),
@@ -196,7 +197,7 @@ def step_groups(results: RunResults) -> list[StepGroup]:
         s = raw.sidecar
         key = (s.phase, s.name, s.command, tuple(sorted(s.env.items())))
         grouped.setdefault(key, []).append(s)
-    return [
+    steps = [
         StepGroup(
             name=name,
             phase=phase,
@@ -208,6 +209,8 @@ def step_groups(results: RunResults) -> list[StepGroup]:
         )
         for (phase, name, command, env), sidecars in grouped.items()
     ]
+    order = {phase: i for i, phase in enumerate(PHASE_ORDER)}
+    return sorted(steps, key=lambda s: (order.get(s.phase, len(order)), s.name))
 
 
 def version_summary(hosts: list[HostFacts]) -> list[dict[str, Any]]:
@@ -240,20 +243,32 @@ def _busbw_section(
         by_key.setdefault(one.key, []).append(one)
     sections = []
     for key, series in by_key.items():
-        drawn = [s for s in series if s.sizes]
-        peaks = charts.collective_peaks(results.expectations, drawn)
-        title = f"{key}: busbw vs message size"
-        figure = charts.busbw_figure(title, drawn, peaks, thresholds) if drawn else None
-        sections.append(
-            {
-                "key": key,
-                "chart": chart_set.add(figure) if figure else None,
-                "runs": len(series),
-                "empty": [s for s in series if not s.sizes],
-                "aggregated": len(drawn) > charts.MAX_LINES_PER_CHART,
-                "peaks": sorted({(p.per_direction_gbps, p.duplex_gbps, p.basis) for p in peaks}),
-            }
-        )
+        # Hosts judged against different peaks (mixed hardware) get a chart each.
+        by_peak: dict[float | None, list[charts.BusbwSeries]] = {}
+        peaks: dict[float | None, Expectation | None] = {}
+        for one in series:
+            if one.sizes:
+                peak = charts.series_peak(results.expectations, one)
+                value = peak.per_direction_gbps if peak else None
+                by_peak.setdefault(value, []).append(one)
+                peaks[value] = peak
+        groups = []
+        for value, drawn in by_peak.items():
+            title = f"{key}: busbw vs message size"
+            if len(by_peak) > 1:
+                title += f" ({value:g} GB/s hosts)" if value else " (hosts without a peak)"
+            figure = charts.busbw_figure(title, drawn, peaks[value], thresholds)
+            groups.append(
+                {
+                    "chart": chart_set.add(figure),
+                    "runs": len(drawn),
+                    "hosts": sorted({s.host for s in drawn}),
+                    "aggregated": len(drawn) > charts.MAX_LINES_PER_CHART,
+                    "peak": peaks[value],
+                }
+            )
+        empty = [s for s in series if not s.sizes]
+        sections.append({"key": key, "groups": groups, "empty": empty})
     return sections
 
 
@@ -269,9 +284,14 @@ def _p2p_section(
             for name, title, unit in charts.P2P_MATRICES
             if name in run.matrices
         ]
-        sections.append(
-            (hosts.index(run.host), {"host": run.host, "source": run.source, "charts": figures})
-        )
+        gpus = max((len(m) for m in run.matrices.values()), default=0)
+        section = {
+            "host": run.host,
+            "source": run.source,
+            "charts": figures,
+            "min_width": charts.heatmap_size(gpus)[0],
+        }
+        sections.append((hosts.index(run.host), section))
     return [section for _, section in sorted(sections, key=lambda pair: pair[0])]
 
 
