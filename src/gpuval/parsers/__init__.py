@@ -26,6 +26,7 @@ PARSER_MODULES = (
     "nvbandwidth",
     "infiniband",
     "iperf3",
+    "gpuval_bench",
 )
 
 
