@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_report_html import realistic_results
+from test_report_html import raw_file, realistic_results
 
 from gpuval.report import write_report_files
 from gpuval.report.summary import build_summary
@@ -73,3 +73,18 @@ def test_schema_rejects_an_unknown_status() -> None:
     summary["verdict"] = "ok"
     with pytest.raises(SchemaError, match="verdict"):
         validate(summary, "summary")
+
+
+def test_all_reduce_bench_runs_are_a_metric_of_their_own() -> None:
+    # lambda-4xH100-ml-engineering-all_reduce_bench.txt, the last three rows
+    rows = [(4, 363.27), (8, 365.21), (16, 366.99)]
+    bench = {"collective": "all_reduce", "nranks": 4,
+             "rows": [{"size_bytes": gib * 2**30, "busbw_gbps": bw} for gib, bw in rows]}  # fmt: skip
+    results = realistic_results()
+    results.files.append(raw_file("node1", "all_reduce_bench", "all_reduce_bench", bench))
+    summary = build_summary(results)
+    validate(summary, "summary")
+    metrics = {h["name"]: h["metrics"] for h in summary["hosts"]}
+    assert metrics["node1"]["busbw_gbps all_reduce_bench all_reduce"] == 366.99
+    assert metrics["node2"]["busbw_gbps all_reduce_bench all_reduce"] is None
+    assert metrics["node1"]["busbw_gbps all_reduce"] == 355.89  # nccl-tests kept apart

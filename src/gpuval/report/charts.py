@@ -21,6 +21,7 @@ from gpuval.normalise import tool_runs
 Figure = dict[str, Any]
 
 NCCL_TOOLS = ("nccl-tests", "rccl-tests")
+BENCH_TOOL = "all_reduce_bench"  # ml-engineering's torch.distributed benchmark
 P2P_TOOL = "p2pBandwidthLatencyTest"
 TOPO_TOOL = "nvidia-smi-topo"
 
@@ -47,8 +48,9 @@ FONT = {"family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", "siz
 
 @dataclass(frozen=True)
 class BusbwSeries:
-    """Out-of-place busbw against message size from one nccl-tests run on one host."""
+    """busbw against message size from one run on one host: out-of-place for nccl-tests."""
 
+    tool: str
     host: str
     multinode: bool
     collective: str
@@ -58,8 +60,10 @@ class BusbwSeries:
 
     @property
     def key(self) -> str:
-        """'all_reduce' for single-node runs, 'internode all_reduce' for multi-node ones."""
-        return f"internode {self.collective}" if self.multinode else self.collective
+        """'all_reduce' (nccl-tests), 'all_reduce_bench all_reduce', each prefixed with
+        'internode' for multi-node runs."""
+        key = self.collective if self.tool in NCCL_TOOLS else f"{self.tool} {self.collective}"
+        return f"internode {key}" if self.multinode else key
 
     def large_message_busbw(self, min_bytes: int) -> float | None:
         """The highest busbw at sizes >= min_bytes, or at the largest size swept (as the
@@ -111,17 +115,19 @@ def _number(value: Any) -> float | None:
 
 def busbw_series(results: RunResults) -> list[BusbwSeries]:
     found = []
-    for run in tool_runs(results.files, frozenset(NCCL_TOOLS)):
+    for run in tool_runs(results.files, frozenset([*NCCL_TOOLS, BENCH_TOOL])):
         points = []
         for row in run.data.get("rows") or []:
             size = row.get("size_bytes")
-            busbw = _number((row.get("out_of_place") or {}).get("busbw_gbps"))
+            measured = row if run.tool == BENCH_TOOL else row.get("out_of_place") or {}
+            busbw = _number(measured.get("busbw_gbps"))
             # size 0 has no place on a log axis
             if isinstance(size, int) and size > 0 and busbw is not None:
                 points.append((size, busbw))
         points.sort()
         found.append(
             BusbwSeries(
+                tool=run.tool,
                 host=run.host,
                 multinode=is_multinode(run),
                 collective=collective_name(run),
@@ -320,7 +326,7 @@ def busbw_figure(
             "margin": {"l": 60, "r": 20, "t": 50, "b": 50},
             "xaxis": _size_axis(size for s in series for size in s.sizes),
             "yaxis": {
-                "title": {"text": "busbw (GB/s, out-of-place)"},
+                "title": {"text": "busbw (GB/s)"},
                 "range": [0, top * 1.08],
                 "gridcolor": "#e5e7eb",
             },
