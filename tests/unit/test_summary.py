@@ -78,8 +78,11 @@ def test_schema_rejects_an_unknown_status() -> None:
 def test_all_reduce_bench_runs_are_a_metric_of_their_own() -> None:
     # lambda-4xH100-ml-engineering-all_reduce_bench.txt, the last three rows
     rows = [(4, 363.27), (8, 365.21), (16, 366.99)]
-    bench = {"collective": "all_reduce", "nranks": 4,
-             "rows": [{"size_bytes": gib * 2**30, "busbw_gbps": bw} for gib, bw in rows]}  # fmt: skip
+    bench = {
+        "collective": "all_reduce",
+        "nranks": 4,
+        "rows": [{"size_bytes": gib * 2**30, "busbw_gbps": bw} for gib, bw in rows],
+    }
     results = realistic_results()
     results.files.append(raw_file("node1", "all_reduce_bench", "all_reduce_bench", bench))
     summary = build_summary(results)
