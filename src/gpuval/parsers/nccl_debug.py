@@ -1,8 +1,9 @@
 """Facts in NCCL_DEBUG=INFO output: library version per host, transports, algorithms, warnings.
 
 Lines look like `host:pid:tid [dev] NCCL INFO message`; NCCL_DEBUG=VERSION prints a bare
-`NCCL version 2.19.3+cuda12.2`. These lines run to millions in big logs, so each test here is a
-substring check; a regular expression only runs on the few lines that carry a fact.
+`NCCL version 2.19.3+cuda12.2`. These lines run to millions in big logs, so `feed` only keeps
+them (WARN and version lines, which need their line number, are read at once) and `digest`
+reads the kept lines in bulk with a few regular expressions over their joined text.
 """
 
 from __future__ import annotations
@@ -13,10 +14,17 @@ from functools import lru_cache
 
 from gpuval.records.nccl import NcclWarning
 
+_VIA = re.compile(r" via (\S+)")
 # `... via NET/IBext/3/GDRDMA`: numbered path parts are channel/device indices, not transport kinds.
 _INDEX_PART = re.compile(r"/\d+(?=/|$)")
-_CHANNEL_COUNTS = re.compile(r"(\d+) (coll|collnet|nvls|p2p) channels")
-_NRANKS = re.compile(r"\bn[Rr]anks (\d+)")
+_NET_USING = re.compile(r"NCCL INFO (NET/\S+) : Using")
+_NETWORK = re.compile(r"NCCL INFO Using network (\S+)")
+# `32 coll channels, 32 collnet channels, 16 nvls channels, 32 p2p channels, ...`; the
+# literal lead keeps the scan fast, the counts are read from the few distinct tails.
+_CHANNEL_TAIL = re.compile(r" coll channels, (.*)")
+_CHANNEL_COUNTS = re.compile(r"(\d+) (collnet|nvls) channels")
+_ALGO_ENV = re.compile(r"NCCL_ALGO set by environment to (\S+)")
+_NRANKS = re.compile(r"NCCL INFO comm .*?\bn[Rr]anks (\d+)")
 
 
 @dataclass
@@ -31,6 +39,7 @@ class DebugFacts:
     hosts: set[str] = field(default_factory=set)
     nranks: int | None = None
     version_conflicts: list[tuple[int, str]] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
 
     def merge(self, other: DebugFacts) -> None:
         for host, version in other.versions_by_host.items():
@@ -42,6 +51,7 @@ class DebugFacts:
         self.hosts |= other.hosts
         self.nranks = self.nranks or other.nranks
         self.version_conflicts.extend(other.version_conflicts)
+        self.kept.extend(other.kept)
 
 
 def is_debug_line(text: str) -> bool:
@@ -55,64 +65,58 @@ def is_debug_line(text: str) -> bool:
     )
 
 
+def _host(text: str) -> str | None:
+    """`host:pid:tid [dev] NCCL ...` -> host; None for lines without that prefix."""
+    head, colon, _ = text.partition(":")
+    return head if colon and head and " " not in head else None
+
+
 def _after(text: str, marker: str) -> str:
     return text.split(marker, 1)[1].strip()
 
 
 @lru_cache(maxsize=4096)
 def _transport_name(via: str) -> str:
-    """`P2P/direct pointer` -> `P2P/direct`; `NET/IB/0/GDRDMA` -> `NET/IB/GDRDMA`."""
-    first = via.split()[0] if via.split() else via
-    return _INDEX_PART.sub("", first.rstrip(","))
+    """`P2P/direct` -> `P2P/direct`; `NET/IB/0/GDRDMA` -> `NET/IB/GDRDMA`."""
+    return _INDEX_PART.sub("", via.rstrip(","))
 
 
 def feed(facts: DebugFacts, text: str, number: int) -> None:
-    """Record what one NCCL_DEBUG line says into `facts`. Dispatches on the first character of
-    the message so that the many lines carrying nothing cost two or three string tests."""
-    head, colon, _ = text.partition(":")  # `host:pid:tid [dev] NCCL ...`
-    host = head if colon and head and " " not in head else None
+    """Take one NCCL_DEBUG line: WARN and version lines now, the rest kept for `digest`."""
+    if "NCCL WARN" in text:
+        facts.warnings.append(NcclWarning(_host(text.lstrip()), _after(text, "NCCL WARN"), number))
+    elif "NCCL version" in text:
+        _version(facts, _host(text.lstrip()), _after(text, "NCCL version"), number)
+    else:
+        facts.kept.append(text)
+        return
+    host = _host(text.lstrip())
     if host is not None:
         facts.hosts.add(host)
-    at = text.find("NCCL INFO ")
-    if at < 0:
-        if "NCCL WARN" in text:
-            facts.warnings.append(NcclWarning(host, _after(text, "NCCL WARN"), number))
-        elif "NCCL version" in text:
-            _version(facts, host, _after(text, "NCCL version"), number)
-        elif " via " in text:
-            facts.transports.add(_transport_name(_after(text, " via ")))
+
+
+def digest(facts: DebugFacts) -> None:
+    """Read the kept lines: hosts, transports, algorithms, nranks."""
+    if not facts.kept:
         return
-    message = text[at + 10 :]
-    first = message[:1]
-    if first == "C":
-        if " via " in message:
-            facts.transports.add(_transport_name(_after(message, " via ")))
-    elif first == "N":
-        _n_message(facts, host, message, number)
-    elif first == "U":
-        if message.startswith("Using network "):
-            facts.transports.add("NET/" + message[14:].split(" ", 1)[0])
-    elif first.isdigit():
-        if " channels" in message:
-            _channels(facts, message)
-    elif first == "c" and facts.nranks is None and "ranks " in message:
-        match = _NRANKS.search(message)
-        if match:
-            facts.nranks = int(match.group(1))
-
-
-def _n_message(facts: DebugFacts, host: str | None, message: str, number: int) -> None:
-    if message.startswith("NCCL version"):
-        _version(facts, host, message[12:], number)
-    elif message.startswith("NET/") and " : Using" in message:
-        # `NET/IB : Using [0]mlx5_0:1/IB ...`, `NET/Socket : Using [0]eth0:...`
-        facts.transports.add(message.split(" ", 1)[0])
-    elif message.startswith("NVLS multicast support is available"):
+    lines, facts.kept = facts.kept, []
+    heads = {line.partition(":")[0].lstrip() for line in lines}
+    facts.hosts.update(head for head in heads if head and " " not in head)
+    joined = "\n".join(lines)
+    facts.transports.update(_transport_name(via) for via in set(_VIA.findall(joined)))
+    facts.transports.update(_NET_USING.findall(joined))
+    facts.transports.update("NET/" + name for name in _NETWORK.findall(joined))
+    for tail in set(_CHANNEL_TAIL.findall(joined)):
+        for count, kind in _CHANNEL_COUNTS.findall(tail):
+            if int(count) > 0:
+                facts.algorithms.add("NVLS" if kind == "nvls" else "CollNet")
+    if "NVLS multicast support is available" in joined:
         facts.algorithms.add("NVLS")
-    elif message.startswith("NCCL_ALGO set by environment to "):
-        for name in message[32:].strip().rstrip(".").split(","):
-            if name.strip():
-                facts.algorithms.add(name.strip())
+    for names in _ALGO_ENV.findall(joined):
+        facts.algorithms.update(n for n in names.rstrip(".").split(",") if n)
+    if facts.nranks is None:
+        match = _NRANKS.search(joined)
+        facts.nranks = int(match.group(1)) if match else None
 
 
 def _version(facts: DebugFacts, host: str | None, rest: str, number: int) -> None:
@@ -128,14 +132,3 @@ def _version(facts: DebugFacts, host: str | None, rest: str, number: int) -> Non
         facts.versions_by_host[host] = version
     elif known != version:
         facts.version_conflicts.append((number, f"{host}: NCCL version {version} after {known}"))
-
-
-def _channels(facts: DebugFacts, text: str) -> None:
-    """`16 coll channels, 16 collnet channels, 16 nvls channels, 32 p2p channels`."""
-    for count, kind in _CHANNEL_COUNTS.findall(text):
-        if int(count) == 0:
-            continue
-        if kind == "nvls":
-            facts.algorithms.add("NVLS")
-        elif kind == "collnet":
-            facts.algorithms.add("CollNet")

@@ -185,11 +185,11 @@ class _TextParser:
         for number, raw in enumerate(lines, start=1):
             if raw[:1] == "[":
                 raw = strip_launcher_prefix(raw)
-            if is_debug(raw):
+            if "NCCL INFO" in raw or is_debug(raw):
                 if raw[:1] in " \t" and self._in_table():
                     # NCCL_DEBUG lines start with their host; a leading blank is a row's start.
                     self.result.warn("row text mixed into an NCCL_DEBUG line: not recorded", number)
-                feed(self.current.facts if self.current else self.preamble, raw.strip(), number)
+                feed(self.current.facts if self.current else self.preamble, raw, number)
                 continue
             body = raw.strip()
             if not body:
@@ -555,6 +555,8 @@ class _TextParser:
 
     # ---- finishing -----------------------------------------------------------------------
     def _finish(self) -> None:
+        for facts in [self.preamble, *(b.facts for b in self.builders)]:
+            nccl_debug.digest(facts)
         builders = [b for b in self.builders if _has_content(b)]
         if not builders and _facts_present(self.preamble):
             builders = [_Builder(NcclRun())]
