@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import sys
 import time
@@ -129,8 +130,8 @@ def _command_up(arguments: argparse.Namespace) -> None:
 
 
 def _command_down(arguments: argparse.Namespace) -> None:
-    if arguments.all:
-        clusters = registered()
+    if arguments.match:
+        clusters = [c for c in registered() if fnmatch.fnmatchcase(c.name, arguments.match)]
     else:
         state_dir = arguments.state_dir or default_state_dir(arguments.name)
         found = load(Path(state_dir))
@@ -227,7 +228,12 @@ def _parser() -> argparse.ArgumentParser:
     start.set_defaults(handler=_command_up)  # fmt: skip
 
     stop = with_cluster("down", "tear a cluster down (idempotent)")
-    stop.add_argument("--all", action="store_true", help="every registered cluster")
+    stop.add_argument(
+        "--match",
+        metavar="GLOB",
+        help="every registered cluster whose name matches GLOB; other people's clusters "
+        "(molecule runs: mol-<role>-<scenario>) are registered too, so match narrowly",
+    )
     stop.add_argument("--keep-files", action="store_true", help="keep the hosts' files")
     stop.add_argument("--instance-config", type=Path, help="empty molecule's instance config")
     stop.set_defaults(handler=_command_down)
