@@ -365,7 +365,6 @@ def _environment() -> jinja2.Environment:
     )
     env.filters["value"] = format_value
     env.filters["script_json"] = json_for_script
-    env.filters["bytes"] = charts.format_bytes
     env.globals.update(
         link_class=link_class, metric_label=metric_label, name_hosts=name_hosts, plotly_js=plotly_js
     )
