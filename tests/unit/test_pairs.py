@@ -1,0 +1,292 @@
+"""Find the bad node from pair tests: healthy, throttled host, bad link, repeats, timeouts,
+fail-closed gaps, determinism; and the preflight / all-nodes benchmark checks."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import pytest
+
+from gpuval.analysis.model import CLUSTER, Check, RawFile, Sidecar
+from gpuval.analysis.pairs import (
+    PairThresholds,
+    analyse_pairs,
+    collective_bench_checks,
+    is_pair_file,
+    mpi_preflight_checks,
+    pair_checks,
+    pair_step,
+)
+from gpuval.parsers import gpuval_bench, iperf3
+from gpuval.schedule import circle_rounds, natural_key
+
+HOSTS = ["node1", "node2", "node3", "node4"]
+# Healthy TCP over the simulated bridge: ~15 Gbit/s (shared/notes/test-environment.md)
+HEALTHY = {
+    ("node1", "node2"): 14.8, ("node2", "node1"): 14.9, ("node1", "node3"): 14.6,
+    ("node3", "node1"): 15.1, ("node1", "node4"): 14.7, ("node4", "node1"): 14.8,
+    ("node2", "node3"): 15.0, ("node3", "node2"): 14.9, ("node2", "node4"): 14.8,
+    ("node4", "node2"): 14.5, ("node3", "node4"): 14.8, ("node4", "node3"): 15.2,
+}  # fmt: skip
+
+
+def iperf3_text(gbps: float | None, reverse: bool = False) -> str:
+    start = {
+        "version": "iperf 3.12",
+        "connecting_to": {"host": "192.168.77.10", "port": 5201},
+        "test_start": {"protocol": "TCP", "num_streams": 1, "duration": 5, "reverse": int(reverse)},
+    }
+    if gbps is None:
+        return json.dumps({"start": start, "intervals": [], "end": {},
+                           "error": "unable to connect to server: Connection refused"})  # fmt: skip
+    bits = gbps * 1e9
+    end = {
+        "sum_sent": {"start": 0, "end": 5, "seconds": 5, "bytes": int(bits * 5 / 8),
+                     "bits_per_second": bits * 1.001, "retransmits": 0},
+        "sum_received": {"start": 0, "end": 5, "seconds": 5, "bytes": int(bits * 5 / 8),
+                         "bits_per_second": bits},
+    }  # fmt: skip
+    return json.dumps({"start": start, "intervals": [], "end": end})
+
+
+def iperf3_file(
+    src: str,
+    dst: str,
+    gbps: float | None,
+    round_number: int = 1,
+    attempt: int = 1,
+    **sidecar: object,
+) -> RawFile:
+    """The client (first host of the pair in natural order) runs both directions (-R for the
+    reverse), so the file lies in its folder."""
+    client = min(src, dst, key=natural_key)
+    name = f"pair-iperf3-r{round_number}-{src}--{dst}-try{attempt}"
+    path = f"raw/{client}/{name}.json"
+    fields: dict[str, object] = {"exit_code": 0 if gbps is not None else 1, **sidecar}
+    side = Sidecar(name=name, host=client, phase="network", raw=f"{name}.json", tool="iperf3")
+    for key, value in fields.items():
+        setattr(side, key, value)
+    parsed = iperf3.parse(iperf3_text(gbps, reverse=client != src), source=path)
+    return RawFile(client, path, side, parsed)
+
+
+def cluster(value: Callable[[str, str], float | None], hosts: list[str] = HOSTS) -> list[RawFile]:
+    files = []
+    for number, pairs in enumerate(circle_rounds(hosts), start=1):
+        for a, b in pairs:
+            files.append(iperf3_file(a, b, value(a, b), number))
+            files.append(iperf3_file(b, a, value(b, a), number))
+    return files
+
+
+def by_id(checks: list[Check]) -> dict[tuple[str, str], Check]:
+    return {(c.check_id, c.host): c for c in checks}
+
+
+def bad(checks: list[Check]) -> list[tuple[str, str, str]]:
+    return sorted((c.status, c.check_id, c.host) for c in checks if c.status != "pass")
+
+
+def test_healthy_cluster_flags_nothing() -> None:
+    checks = pair_checks(cluster(lambda a, b: HEALTHY[a, b]))
+    assert bad(checks) == []
+    assert len([c for c in checks if c.check_id == "pairs.iperf3.node"]) == 4
+    assert len([c for c in checks if c.check_id.startswith("pairs.iperf3.link.")]) == 6
+    node = by_id(checks)["pairs.iperf3.node", "node1"]
+    assert "not flagged (0 of 3 low)" in node.reason and node.unit == "Gbit/s"
+
+
+def throttled(a: str, b: str) -> float:
+    """tc tbf on node3's veth: traffic into node3 drops to ~0.96 Gbit/s."""
+    into_node3 = {"node1": 0.95, "node2": 0.97, "node4": 0.96}
+    return into_node3[a] if b == "node3" else HEALTHY[a, b]
+
+
+def test_throttled_host_is_the_only_one_flagged_with_evidence() -> None:
+    checks = pair_checks(cluster(throttled))
+    assert bad(checks) == [
+        ("fail", "pairs.iperf3.node", "node3"),
+        ("warn", "pairs.iperf3.link.node1--node3", CLUSTER),
+        ("warn", "pairs.iperf3.link.node2--node3", CLUSTER),
+        ("warn", "pairs.iperf3.link.node3--node4", CLUSTER),
+    ]
+    node3 = by_id(checks)["pairs.iperf3.node", "node3"]
+    assert node3.reason == (
+        "iperf3 TCP: 3 of its 3 pairs low: node3: its pairs 0.95 (node1), 0.97 (node2), "
+        "0.96 (node4) Gbit/s vs cluster median 14.7 Gbit/s (7 %)"
+    )
+    assert (node3.measured, node3.reference) == (0.96, 14.7)
+    link = by_id(checks)["pairs.iperf3.link.node1--node3", CLUSTER]
+    assert "explained by flagged node node3" in link.reason
+    assert "node1->node3 passed on try 1" not in link.reason  # low: did not pass
+    assert "node3->node1 passed on try 1" in link.reason
+
+
+@pytest.mark.parametrize(
+    ("count", "slow"), [(3, {"node2"}), (5, {"node5"}), (8, {"node3"}), (8, {"node1", "node6"})]
+)
+def test_only_the_slow_hosts_are_flagged_at_any_size(count: int, slow: set[str]) -> None:
+    hosts = [f"node{i}" for i in range(1, count + 1)]
+    checks = pair_checks(cluster(lambda a, b: 0.9 if b in slow else 14.0 + len(a + b) / 10, hosts))
+    flagged = {c.host for c in checks if c.check_id == "pairs.iperf3.node" and c.status == "fail"}
+    assert flagged == slow
+    assert not [c for c in checks if c.status == "fail" and c.host == CLUSTER]
+
+
+def test_bad_link_between_fine_hosts_is_a_link_not_a_node() -> None:
+    def value(a: str, b: str) -> float:
+        return 2.1 if {a, b} == {"node1", "node2"} else HEALTHY[a, b]
+
+    checks = pair_checks(cluster(value))
+    assert bad(checks) == [("fail", "pairs.iperf3.link.node1--node2", CLUSTER)]
+    reason = by_id(checks)["pairs.iperf3.link.node1--node2", CLUSTER].reason
+    assert reason.startswith(
+        "iperf3 TCP: node1--node2: bad link (node1 and node2 are fine in their other pairs): "
+        "2.1 Gbit/s vs cluster median 14.6 Gbit/s (14 %)"
+    )
+
+
+def test_a_pair_that_needed_two_tries_says_so_with_its_spread() -> None:
+    files = cluster(lambda a, b: 2.0 if (a, b) == ("node2", "node4") else HEALTHY[a, b])
+    files.append(iperf3_file("node2", "node4", 14.5, round_number=1, attempt=2))
+    analysis = analyse_pairs(files)
+    assert bad(analysis.checks) == [("warn", "pairs.iperf3.link.node2--node4", CLUSTER)]
+    reason = by_id(analysis.checks)["pairs.iperf3.link.node2--node4", CLUSTER].reason
+    assert "node2->node4 passed on try 2 (try 1: low, 2)" in reason
+    assert "spread over 2 tries 2/8.25/14.5 (min/median/max, 152 %)" in reason
+    (row,) = [r for r in analysis.to_dict()["pairs"] if (r["src"], r["dst"]) == ("node2", "node4")]
+    assert (row["tries"], row["passed_on"], row["value"], row["spread_max"]) == (2, 2, 14.5, 14.5)
+
+
+def test_timed_out_and_missing_pairs_fail_closed() -> None:
+    files = [
+        f for f in cluster(lambda a, b: HEALTHY[a, b])
+        if "node1--node3" not in f.path and "node2--node4" not in f.path
+    ]  # fmt: skip
+    files.append(
+        iperf3_file("node1", "node3", None, 2, exit_code=None, timed_out=True, timeout_s=60.0)
+    )
+    expected = {"node2": ["pair-iperf3-r3-node2--node4-try1", "nccl-all_reduce"]}
+    checks = pair_checks(files, PairThresholds(max_tries=2), expected)
+    assert bad(checks) == [
+        ("fail", "pairs.iperf3.link.node1--node3", CLUSTER),
+        ("fail", "pairs.iperf3.link.node2--node4", CLUSTER),
+    ]  # one lost pair of three is no node's fault
+    found = by_id(checks)
+    timed_out = found["pairs.iperf3.link.node1--node3", CLUSTER]
+    assert "node1->node3 failed 1 of up to 2 tries (try 1: timed out after 60 s)" in (
+        timed_out.reason
+    )
+    assert "node3->node1 passed on try 1" in timed_out.reason
+    missing = found["pairs.iperf3.link.node2--node4", CLUSTER]
+    assert "node2->node4 failed 1 of up to 2 tries (try 1: expected (run.json) but left no " in (
+        missing.reason
+    )
+    assert missing.category == "completeness" and missing.measured is None
+
+
+def test_a_host_whose_pairs_all_fail_is_flagged() -> None:
+    checks = pair_checks(cluster(lambda a, b: None if "node4" in (a, b) else HEALTHY[a, b]))
+    node4 = by_id(checks)["pairs.iperf3.node", "node4"]
+    assert node4.status == "fail"
+    assert "failed (node1), failed (node2), failed (node3)" in node4.reason
+    assert [c.host for c in checks if c.check_id == "pairs.iperf3.node" and c.status == "fail"] == [
+        "node4"
+    ]
+
+
+def test_verdicts_are_deterministic_whatever_the_file_order() -> None:
+    files = cluster(throttled)
+    first = analyse_pairs(files)
+    again = analyse_pairs(list(reversed(files)))
+    assert first.checks == again.checks
+    assert json.dumps(first.to_dict(), sort_keys=True) == json.dumps(
+        again.to_dict(), sort_keys=True
+    )
+
+
+def test_two_hosts_give_one_pair_and_no_node_verdict() -> None:
+    checks = pair_checks(cluster(lambda a, b: 9.0, hosts=["node1", "node2"]))
+    assert [(c.check_id, c.status) for c in checks] == [("pairs.iperf3.link.node1--node2", "pass")]
+
+
+def bench_file(a: str, b: str, busbw: float, correct: bool = True, attempt: int = 1) -> RawFile:
+    name = f"pair-allreduce-r1-{a}--{b}-try{attempt}"
+    document = {
+        "schema_version": 1, "tool": "gpuval-allreduce-bench", "world_size": 2,
+        "backend": "gloo", "hosts": [a, b], "wrong_total": 0 if correct else 5,
+        "correct": correct,
+        "rows": [{"size_bytes": 1 << 20, "count": 1 << 18, "time_us": 1.0,
+                  "algbw_gbps": busbw, "busbw_gbps": busbw, "wrong": 0 if correct else 5}],
+    }  # fmt: skip
+    path = f"raw/{a}/{name}.json"
+    side = Sidecar(name=name, host=a, phase="internode", raw=f"{name}.json",
+                   tool="gpuval-allreduce-bench", exit_code=0 if correct else 1)  # fmt: skip
+    return RawFile(a, path, side, gpuval_bench.parse(json.dumps(document), source=path))
+
+
+def test_allreduce_pairs_slow_node_and_wrong_results() -> None:
+    files = [
+        bench_file(a, b, 0.12 if "node4" in (a, b) else 0.8)
+        for pairs in circle_rounds(HOSTS)
+        for a, b in pairs
+    ]
+    files.append(bench_file("node1", "node2", 0.8, correct=False, attempt=2))
+    checks = pair_checks(files)
+    assert [(c.check_id, c.host) for c in checks if c.status == "fail"] == [
+        ("pairs.allreduce.link.node1--node2", CLUSTER),  # a good pair, but its repeat was wrong
+        ("pairs.allreduce.node", "node4"),
+    ]
+    link = by_id(checks)["pairs.allreduce.link.node1--node2", CLUSTER]
+    assert link.status == "fail" and link.unit == "GB/s"
+    assert "node1--node2: wrong results on try 2" in link.reason
+    assert "try 2: wrong results: 5 element(s) reduced wrongly" in link.reason
+
+
+def test_pair_file_names() -> None:
+    step = pair_step("pair-iperf3-r3-gpu-node-10--gpu-node-2-try2")
+    assert step is not None
+    assert (step.kind, step.round, step.src, step.dst, step.attempt) == (
+        "iperf3", 3, "gpu-node-10", "gpu-node-2", 2,
+    )  # fmt: skip
+    assert pair_step("pair-iperf3-node1--node2-try1") is None  # round is required
+    assert pair_step("nccl-all_reduce") is None
+    assert is_pair_file(iperf3_file("node1", "node2", 1.0))
+
+
+def preflight_file(text: str) -> RawFile:
+    path = "raw/node1/mpi-preflight.txt"
+    return RawFile("node1", path, None, gpuval_bench.parse(text, source=path, tool="mpi-preflight"))
+
+
+def test_mpi_preflight_checks_name_the_failing_host() -> None:
+    ok = (
+        "gpuval-mpi-preflight rank 0/2 host node1\ngpuval-mpi-preflight rank 1/2 host node2\n"
+        "gpuval-mpi-preflight alltoall pairs 2 bad 0\n"
+        "gpuval-mpi-preflight allreduce sum 3 expected 3\n"
+        "gpuval-mpi-preflight OK 2 ranks on 2 hosts\n"
+    )
+    (passed,) = mpi_preflight_checks([preflight_file(ok)])
+    assert passed.status == "pass" and "(node1, node2)" in passed.reason
+    failed = mpi_preflight_checks(
+        [preflight_file("ssh: connect to host node7 port 22: No route to host\n")]
+    )
+    assert [(c.check_id, c.host, c.status) for c in failed] == [
+        ("mpi-preflight", "node1", "fail"),
+        ("mpi-preflight.host", "node7", "fail"),
+    ]
+    assert "host(s) node7" in failed[0].reason
+    assert failed[1].source == "raw/node1/mpi-preflight.txt:1"
+
+
+def test_all_nodes_benchmark_correctness() -> None:
+    good, wrong = bench_file("node1", "node2", 0.8), bench_file("node1", "node2", 0.8, False)
+    for raw in (good, wrong):  # as the all-nodes step, not a pair step
+        raw.path = "raw/node1/allreduce-all.json"
+        assert raw.sidecar is not None
+        raw.sidecar.name = "allreduce-all"
+    checks = collective_bench_checks([good, wrong])
+    assert [c.status for c in checks] == ["pass", "fail"]
+    assert "busbw up to 0.8 GB/s at 1048576 B" in checks[0].reason
+    assert "5 element(s) reduced wrongly" in checks[1].reason
