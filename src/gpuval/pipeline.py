@@ -18,6 +18,7 @@ from gpuval.analysis.checks import judge_run
 from gpuval.analysis.model import STATUS_ORDER, Check, RunResults, Status, worst
 from gpuval.analysis.thresholds import Thresholds, ThresholdsError, load_thresholds
 from gpuval.normalise import host_facts, write_measurements, write_results
+from gpuval.report import write_report_files
 from gpuval.runfolder import RunFolder, RunFolderError, read_run_folder
 from gpuval.schema import SchemaError
 
@@ -60,19 +61,10 @@ def _progress(results: RunResults) -> list[str]:
     return lines
 
 
-def _write_report(results: RunResults, out_dir: Path) -> Path | None:
-    """report.html, summary.json and junit.xml by the report package; None if it is absent."""
+def _write_report(results: RunResults, out_dir: Path, thresholds: Thresholds) -> Path | None:
+    """report.html, summary.json and junit.xml; None when rendering failed (a gpuval bug)."""
     try:
-        from gpuval.report import write_report_files
-    except ImportError:
-        print(
-            "gpuval report: the HTML report writer (gpuval.report.write_report_files) is not "
-            "installed; wrote results.json and measurements.csv only",
-            file=sys.stderr,
-        )
-        return None
-    try:
-        write_report_files(results, out_dir)
+        write_report_files(results, out_dir, thresholds)
     except OSError:
         raise
     except Exception as problem:  # results.json is written: the verdict must still be told
@@ -109,7 +101,7 @@ def report_run(
         target.mkdir(parents=True, exist_ok=True)
         write_results(results, target)
         write_measurements(results.files, target)
-        report = _write_report(results, target)
+        report = _write_report(results, target, thresholds)
     except OSError as problem:
         _say(
             f"gpuval report: cannot write into {target}: {problem.strerror or problem}; "

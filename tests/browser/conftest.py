@@ -4,14 +4,10 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
-# The realistic hand-built run lives with the HTML unit tests; the browser test renders it too.
-sys.path.insert(0, str(Path(__file__).parents[1] / "unit"))
 
 CHROMIUM_FLAGS = (
     "--headless",
@@ -31,10 +27,12 @@ CHROMIUM_FLAGS = (
 def chromium(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Callable[..., subprocess.CompletedProcess[str]]:
-    """Run headless Chromium on a page with extra flags; skip when it is not installed."""
+    """Run headless Chromium on a page with extra flags; a missing browser is a failure."""
     binary = shutil.which("chromium") or shutil.which("chromium-browser")
     if binary is None:
-        pytest.skip("chromium is not installed (tests/setup/system-packages.sh installs it)")
+        pytest.fail(
+            "chromium is not installed: run tests/setup/system-packages.sh (make test does)"
+        )
 
     def run(page: Path, *flags: str) -> subprocess.CompletedProcess[str]:
         profile = tmp_path_factory.mktemp("chromium-profile")

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from numpy.typing import NDArray
-from test_report_html import realistic_results
+from tests.report_fixtures import realistic_results
 
 from gpuval.report import write_report_files
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from test_report_html import realistic_results
+from tests.report_fixtures import realistic_results
 
 from gpuval.analysis.model import Check
 from gpuval.report import write_report_files

@@ -238,3 +238,12 @@ def test_host_facts_and_measurements_of_the_sample(sample_report: tuple[int, Pat
     ]
     assert len(cells) == 64
     assert cells[(cells.src == 2) & (cells.dst == 0)].value.tolist() == [363.43]
+
+
+def test_run_folder_without_run_json_still_gets_every_report_file(tmp_path: Path) -> None:
+    """Raw outputs copied by hand (no playbook, so no run.json) are a run folder too."""
+    run = tmp_path / "run"
+    shutil.copytree(SAMPLE / "raw", run / "raw")
+    assert main(["report", str(run), "--quiet"]) == 1
+    for name in ("results.json", "measurements.csv", "report.html", "summary.json", "junit.xml"):
+        assert (run / name).is_file(), name

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_report_html import raw_file, realistic_results
+from tests.report_fixtures import raw_file, realistic_results
 
 from gpuval.report import write_report_files
 from gpuval.report.summary import build_summary
