@@ -253,3 +253,17 @@ def test_missing_tools_name_the_package_to_install(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr("tests.simhosts.system.SBIN_DIRS", ())
     with pytest.raises(SimHostsError, match=r"apt-get install .*tinyproxy"):
         require_tools(["ip", "tinyproxy"])
+
+
+def test_cli_refuses_to_run_without_root() -> None:
+    result = subprocess.run(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+         sys.executable, "-B", "-m", "tests.simhosts", "up", "--name", "simtest-nonroot"],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parent.parent,
+        timeout=60,
+        check=False,
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert "need root" in result.stderr
