@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +20,7 @@ from gpuval.analysis.pairs import (
     pair_step,
 )
 from gpuval.parsers import gpuval_bench, iperf3
+from gpuval.runfolder import read_run_folder
 from gpuval.schedule import circle_rounds, natural_key
 
 HOSTS = ["node1", "node2", "node3", "node4"]
@@ -290,3 +292,30 @@ def test_all_nodes_benchmark_correctness() -> None:
     assert [c.status for c in checks] == ["pass", "fail"]
     assert "busbw up to 0.8 GB/s at 1048576 B" in checks[0].reason
     assert "5 element(s) reduced wrongly" in checks[1].reason
+
+
+def pair_direction(name: str) -> tuple[str, str]:
+    step = pair_step(name)
+    assert step is not None
+    return step.src, step.dst
+
+
+def test_a_run_folder_on_disk_through_the_run_folder_reader(tmp_path: Path) -> None:
+    """Sidecars as the capture module writes them; raw files named by the convention."""
+    for raw in cluster(throttled):
+        assert raw.sidecar is not None
+        target = tmp_path / raw.path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(iperf3_text(throttled(*pair_direction(raw.sidecar.name))))
+        sidecar = {
+            "schema_version": 1, "name": raw.sidecar.name, "host": raw.host, "phase": "network",
+            "raw": target.name, "command": "iperf3 -c peer -J", "tool": "iperf3", "cwd": None,
+            "env": {}, "exit_code": 0, "timed_out": False, "timeout_s": 60, "started_at": None,
+            "ended_at": None, "duration_s": 5.1, "skipped": None,
+        }  # fmt: skip
+        target.with_name(f"{raw.sidecar.name}.meta.json").write_text(json.dumps(sidecar))
+    folder = read_run_folder(tmp_path)
+    assert not [d for d in folder.diagnostics if d.level == "error"]
+    assert len(folder.files) == 12 and all(is_pair_file(raw) for raw in folder.files)
+    checks = analyse_pairs(folder.files).checks
+    assert [c.host for c in checks if c.status == "fail"] == ["node3"]

@@ -304,6 +304,7 @@ class PairVerdict:
     status: Status
     reason: str
     measurements: list[Measurement] = field(default_factory=list)
+    category: str = "bandwidth"  # correctness: wrong results; completeness: no number
 
 
 def number_text(value: float) -> str:
@@ -471,7 +472,8 @@ def _pair_verdict(
         if any(m.passed_on and m.passed_on > 1 for m in measurements):
             status = "warn"
     reason = f"{verdict}: {measured}; {details}" if value is not None else f"{verdict}; {details}"
-    return PairVerdict(kind.name, a, b, value, reference, status, reason, measurements)
+    category = "correctness" if wrong else "completeness" if value is None else "bandwidth"
+    return PairVerdict(kind.name, a, b, value, reference, status, reason, measurements, category)
 
 
 def _node_check(kind: PairKind, verdict: NodeVerdict, source: str | None) -> Check:
@@ -581,7 +583,7 @@ def analyse_pairs(
             pair_verdicts.append(verdict)
             checks.append(Check(
                 check_id=f"pairs.{name}.link.{pair[0]}--{pair[1]}", host=CLUSTER,
-                category="bandwidth" if verdict.value is not None else "completeness",
+                category=verdict.category,
                 status=verdict.status, reason=f"{kind.label}: {verdict.reason}",
                 measured=verdict.value, reference=verdict.reference, unit=kind.unit,
                 source=mine[0].tries[-1].path,
@@ -683,8 +685,9 @@ def collective_bench_checks(files: Iterable[RawFile]) -> list[Check]:
                     f"{best.size_bytes} B; every size reduced correctly"
                 )
             checks.append(Check(
-                check_id="gpuval-allreduce-bench.all_reduce", host=raw.host, category="bandwidth",
-                status=status, reason=reason, measured=best.busbw_gbps if best else None,
-                unit="GB/s", source=f"{raw.path}:{run.line}",
+                check_id="gpuval-allreduce-bench.all_reduce", host=raw.host,
+                category="correctness" if status == "fail" else "bandwidth", status=status,
+                reason=reason, measured=best.busbw_gbps if best else None, unit="GB/s",
+                source=f"{raw.path}:{run.line}",
             ))  # fmt: skip
     return checks
