@@ -19,7 +19,7 @@ from gpuval.analysis.pairs import (
     pair_checks,
     pair_step,
 )
-from gpuval.parsers import gpuval_bench, iperf3
+from gpuval.parsers import gpuval_bench, iperf3, nccl_tests
 from gpuval.runfolder import read_run_folder
 from gpuval.schedule import circle_rounds, natural_key
 
@@ -319,3 +319,33 @@ def test_a_run_folder_on_disk_through_the_run_folder_reader(tmp_path: Path) -> N
     assert len(folder.files) == 12 and all(is_pair_file(raw) for raw in folder.files)
     checks = analyse_pairs(folder.files).checks
     assert [c.host for c in checks if c.status == "fail"] == ["node3"]
+
+
+NCCL_SAMPLE = (
+    Path(__file__).resolve().parents[1] / "data/sample-run/raw/lambda-4xh100/nccl-all_reduce.txt"
+).read_text()
+
+
+def nccl_file(a: str, b: str, text: str) -> RawFile:
+    name = f"pair-nccl-r1-{a}--{b}-try1"
+    path = f"raw/{a}/{name}.txt"
+    side = Sidecar(name=name, host=a, phase="internode", raw=f"{name}.txt", tool="nccl-tests",
+                   exit_code=0)  # fmt: skip
+    return RawFile(a, path, side, nccl_tests.parse(text, source=path))
+
+
+def test_nccl_pairs_take_the_best_busbw_and_fail_a_cut_run() -> None:
+    (run,) = nccl_tests.parse(NCCL_SAMPLE).runs
+    best = max(h.busbw_gbps or 0.0 for r in run.rows for h in (r.out_of_place, r.in_place) if h)
+    cut = NCCL_SAMPLE[: len(NCCL_SAMPLE) // 2]
+    files = [
+        nccl_file(a, b, cut if (a, b) == ("node1", "node3") else NCCL_SAMPLE)
+        for pairs in circle_rounds(HOSTS)
+        for a, b in pairs
+    ]
+    analysis = analyse_pairs(files)
+    assert bad(analysis.checks) == [("fail", "pairs.nccl.link.node1--node3", CLUSTER)]
+    good = by_id(analysis.checks)["pairs.nccl.link.node1--node2", CLUSTER]
+    assert (good.measured, good.unit) == (best, "GB/s")
+    failed = by_id(analysis.checks)["pairs.nccl.link.node1--node3", CLUSTER]
+    assert failed.measured is None and "try 1:" in failed.reason
