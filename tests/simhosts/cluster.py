@@ -410,6 +410,8 @@ def _start_proxy(cluster: Cluster) -> None:
         "Timeout 600\n"
         f"Allow {cluster.subnet}\n"
         "MaxClients 100\n"
+        "User nobody\n"
+        "Group nogroup\n"
         "LogLevel Connect\n"
         "DisableViaHeader Yes\n"
     )
@@ -524,7 +526,9 @@ def up(
         ]
         # Saved before anything is created, so a failure part-way can still be torn down.
         cluster.save()
-        run(["ip", "link", "add", cluster.bridge, "type", "bridge"])
+        # Bridged traffic skips the controller's iptables (a FORWARD policy of DROP, as Docker
+        # sets, would otherwise cut hosts off from each other).
+        run(["ip", "link", "add", cluster.bridge, "type", "bridge", "nf_call_iptables", "0"])
     try:
         run(["ip", "addr", "add", f"{cluster.bridge_ip}/24", "dev", cluster.bridge])
         run(["ip", "link", "set", cluster.bridge, "up"])
