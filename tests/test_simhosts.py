@@ -85,6 +85,7 @@ def test_files_written_on_one_host_are_invisible_on_another(cluster: Cluster) ->
     ssh(cluster, "node1", "echo node1 > /var/tmp/owner && echo node1 > /tmp/owner")
     assert ssh(cluster, "node1", "cat /var/tmp/owner /tmp/owner") == "node1\nnode1\n"
     assert ssh(cluster, "node2", "ls /var/tmp/owner /tmp/owner 2>&1 || true").count("No such") == 2
+    assert (cluster.host("node1").root / "var/tmp/owner").read_text() == "node1\n"
     # Nor does a host's write reach the shared image.
     assert not (Path(cluster.image) / "var/tmp/owner").exists()
 
@@ -246,6 +247,18 @@ def test_failed_start_cleans_up_the_half_made_cluster(tmp_path: Path) -> None:
     namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert "-halfhost" not in namespaces
     assert not default_state_dir("simtest-half").exists()
+
+
+def test_a_host_that_cannot_start_fails_fast_with_its_log(tmp_path: Path) -> None:
+    # Mounting a directory onto a file of the image makes the host's start script fail.
+    broken = HostSpec("brokenhost", binds=(Bind(str(tmp_path), "/etc/hostname"),))
+    started = time.monotonic()
+    with pytest.raises(SimHostsError, match=r"sshd of host brokenhost did not start(.|\n)*mkdir"):
+        up("simtest-broken", [HostSpec("fine"), broken])
+    assert time.monotonic() - started < 10
+    assert not any(cluster.name == "simtest-broken" for cluster in registered())
+    namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert "-brokenhost" not in namespaces
 
 
 def test_missing_tools_name_the_package_to_install(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -428,29 +428,36 @@ def _start_proxy(cluster: Cluster) -> None:
     cluster.proxy_start = process_start_time(process.pid)
 
 
-def _wait_listening(address: str, port: int, alive: bool, deadline: float) -> bool:
-    while time.monotonic() < deadline and alive:
-        try:
-            with socket.create_connection((address, port), timeout=0.5):
-                return True
-        except OSError:
-            time.sleep(0.02)
-    return False
+def _wait_for_port(
+    address: str, port: int, process: tuple[int | None, int | None], log: Path, what: str
+) -> None:
+    """Wait until `address:port` accepts connections; fail at once if `process` dies."""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        with suppress(OSError), socket.create_connection((address, port), timeout=0.5):
+            return
+        if not is_running(*process) or time.monotonic() > deadline:
+            text = log.read_text(errors="replace") if log.exists() else ""
+            raise SimHostsError(f"{what} did not start; its log:\n{text[-3000:]}")
+        time.sleep(0.02)
 
 
 def _wait_started(cluster: Cluster) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
     for host in cluster.hosts:
-        while True:
-            alive = is_same_process(host.launcher_pid, host.launcher_start)
-            if _wait_listening(host.ip, SSH_PORT, alive, min(deadline, time.monotonic() + 0.2)):
-                break
-            if not alive or time.monotonic() >= deadline:
-                log = (Path(host.directory) / "host.log").read_text(errors="replace")
-                raise SimHostsError(f"host {host.name} did not start sshd; its log:\n{log[-3000:]}")
-    if not _wait_listening(cluster.bridge_ip, PROXY_PORT, True, deadline):
-        log = (Path(cluster.state_dir) / "tinyproxy.log").read_text(errors="replace")
-        raise SimHostsError(f"tinyproxy did not start; its log:\n{log[-3000:]}")
+        _wait_for_port(
+            host.ip,
+            SSH_PORT,
+            (host.launcher_pid, host.launcher_start),
+            Path(host.directory) / "host.log",
+            f"sshd of host {host.name}",
+        )
+    _wait_for_port(
+        cluster.bridge_ip,
+        PROXY_PORT,
+        (cluster.proxy_pid, cluster.proxy_start),
+        Path(cluster.state_dir) / "tinyproxy.log",
+        "tinyproxy",
+    )
 
 
 def _write_access_files(cluster: Cluster) -> None:
