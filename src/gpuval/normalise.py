@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 
 from gpuval.analysis.model import HostFacts, RawFile, RunResults
+from gpuval.analysis.pairs import read_tries
 from gpuval.catalog import identify_gpu
 from gpuval.records.base import to_jsonable
 from gpuval.runfolder import RunFolder
@@ -27,15 +28,20 @@ P2P_TOOLS = frozenset({"p2pBandwidthLatencyTest"})
 TOPO_TOOLS = frozenset({"nvidia-smi-topo"})
 SMI_TOOLS = frozenset({"nvidia-smi", "nvidia-smi-xml", "nvidia-smi-csv", "nvidia-smi-nvlink"})
 BENCH_TOOLS = frozenset({"all_reduce_bench"})
+COLLECTIVE_BENCH_TOOLS = frozenset({"gpuval-allreduce-bench"})  # the suite's own node program
 IB_TOOLS = frozenset({"ibstat", "ibv_devinfo"})
 NVBANDWIDTH_TOOLS = frozenset({"nvbandwidth"})
 # Tools whose runs are measurements; the others describe the hardware (inventory).
-MEASURING_TOOLS = NCCL_TOOLS | P2P_TOOLS | BENCH_TOOLS | NVBANDWIDTH_TOOLS | {"iperf3"}
+MEASURING_TOOLS = (
+    NCCL_TOOLS | P2P_TOOLS | BENCH_TOOLS | COLLECTIVE_BENCH_TOOLS | NVBANDWIDTH_TOOLS | {"iperf3"}
+)
 
+# src/dst: GPU indices of matrix cells; host_a/host_b/try: pair tests (metric "pair_<kind>";
+# iperf3: sender, receiver).
 MEASUREMENT_COLUMNS = [
     "host", "file", "tool", "run", "collective", "nranks", "size_bytes", "count", "dtype",
     "redop", "placement", "time_us", "algbw_gbps", "busbw_gbps", "wrong", "metric", "src", "dst",
-    "value", "unit", "line",
+    "value", "unit", "line", "host_a", "host_b", "try",
 ]  # fmt: skip
 
 
@@ -223,14 +229,19 @@ def _nccl_rows(run: ToolRun) -> Iterator[dict[str, Any]]:
 
 
 def _bench_rows(run: ToolRun) -> Iterator[dict[str, Any]]:
+    """all_reduce_bench and gpuval-allreduce-bench (world_size, per-row time and #wrong)."""
+    nranks = run.data.get("nranks", run.data.get("world_size"))
     for row in as_list(run.data.get("rows")):
         row = as_dict(row)
         yield {
             "collective": run.data.get("collective"),
-            "nranks": run.data.get("nranks"),
+            "nranks": nranks,
             "size_bytes": row.get("size_bytes"),
+            "count": row.get("count"),
+            "time_us": row.get("time_us"),
             "algbw_gbps": row.get("algbw_gbps"),
             "busbw_gbps": row.get("busbw_gbps"),
+            "wrong": row.get("wrong"),
             "line": row.get("line"),
         }
 
@@ -266,14 +277,28 @@ def _label_number(label: Any) -> int | None:
     return int(text) if text.isdigit() else None
 
 
+def _pair_rows(files: list[RawFile]) -> Iterator[dict[str, Any]]:
+    """The number each pair try gave (the value the pair analysis judged), one row per try."""
+    tools = {raw.path: raw.parse.tool for raw in files if raw.parse}
+    for t in read_tries(files, None):
+        if t.value is None:
+            continue  # no number: the try's reason is in results.json `pairs.tries`
+        yield {
+            "host": t.host, "file": t.path, "tool": tools.get(t.path), "metric": f"pair_{t.kind}",
+            "host_a": t.src or t.a, "host_b": t.dst or t.b, "try": t.attempt, "value": t.value,
+            "unit": t.unit,
+        }  # fmt: skip
+
+
 def measurements(files: Iterable[RawFile]) -> pd.DataFrame:
-    """Every measured number in long format, one row per (size, placement) or matrix cell,
-    exactly as printed (no averaging, no dropping)."""
+    """Every measured number in long format, one row per (size, placement), matrix cell or
+    pair try, exactly as printed (no averaging, no dropping)."""
+    files = list(files)
     records: list[dict[str, Any]] = []
     for run in tool_runs(files, MEASURING_TOOLS):
         if run.tool in NCCL_TOOLS:
             rows: Iterable[dict[str, Any]] = _nccl_rows(run)
-        elif run.tool in BENCH_TOOLS:
+        elif run.tool in BENCH_TOOLS | COLLECTIVE_BENCH_TOOLS:
             rows = _bench_rows(run)
         elif run.tool in P2P_TOOLS:
             rows = _matrix_rows(run)
@@ -283,8 +308,9 @@ def measurements(files: Iterable[RawFile]) -> pd.DataFrame:
             continue
         base = {"host": run.host, "file": run.file.path, "tool": run.tool, "run": run.index}
         records += [{**base, **row} for row in rows]
+    records += _pair_rows(files)
     frame = pd.DataFrame.from_records(records, columns=MEASUREMENT_COLUMNS)
-    for column in ("nranks", "size_bytes", "count", "wrong", "src", "dst", "line", "run"):
+    for column in ("nranks", "size_bytes", "count", "wrong", "src", "dst", "line", "run", "try"):
         frame[column] = frame[column].astype("Int64")
     return frame
 

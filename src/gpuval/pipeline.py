@@ -16,6 +16,12 @@ from referencing.exceptions import Unresolvable
 from gpuval import __version__
 from gpuval.analysis.checks import judge_run
 from gpuval.analysis.model import STATUS_ORDER, Check, RunResults, Status, worst
+from gpuval.analysis.pairs import (
+    PairThresholds,
+    analyse_pairs,
+    collective_bench_checks,
+    mpi_preflight_checks,
+)
 from gpuval.analysis.thresholds import Thresholds, ThresholdsError, load_thresholds
 from gpuval.normalise import host_facts, write_measurements, write_results
 from gpuval.report import write_report_files
@@ -30,6 +36,10 @@ def build_results(folder: RunFolder, thresholds: Thresholds, generated_at: str) 
     """Judge a read run folder; the verdict is the worst check (no check at all: error)."""
     facts = host_facts(folder)
     checks, expectations = judge_run(folder, facts, thresholds)
+    expected = {host: folder.expected_steps(host) for host in folder.hosts}
+    pairs = analyse_pairs(folder.files, PairThresholds.from_thresholds(thresholds), expected)
+    checks += pairs.checks + mpi_preflight_checks(folder.files)
+    checks += collective_bench_checks(folder.files)
     run_id = folder.meta.get("run_id")
     return RunResults(
         run_id=run_id if isinstance(run_id, str) else folder.run_dir.resolve().name,
@@ -42,6 +52,7 @@ def build_results(folder: RunFolder, thresholds: Thresholds, generated_at: str) 
         expectations=expectations,
         diagnostics=folder.diagnostics,
         meta=folder.meta,
+        pairs=pairs.to_dict(),
     )
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from gpuval import parsers
 from gpuval.analysis.model import RawFile, Sidecar
+from gpuval.analysis.pairs import read_tries
 from gpuval.records.base import Diagnostic, ParseResult
 from gpuval.schema import validator
 
@@ -32,7 +33,7 @@ class RunFolder:
     run_dir: Path
     meta: dict[str, Any]  # run.json, {} when absent
     hosts: list[str]  # run.json hosts and raw/ folders, sorted
-    unreachable: list[str]  # listed in run.json, but no raw/<host>/ folder
+    unreachable: list[str]  # listed in run.json, no raw/<host>/ folder and no pair answered
     files: list[RawFile]
     diagnostics: list[Diagnostic] = field(default_factory=list)
 
@@ -275,11 +276,14 @@ def read_run_folder(run_dir: Path) -> RunFolder:
     listed = meta.get("hosts")
     listed_hosts = [str(h) for h in listed] if isinstance(listed, list) else []
     present = {d.name for d in host_dirs}
+    # A host whose pair tests gave a number answered, even without a folder of its own: every
+    # file of a pair lies with its first host, so the last host of a pair-only run has none.
+    answered = {h for t in read_tries(files, None) if t.value is not None for h in (t.a, t.b)}
     return RunFolder(
         run_dir=run_dir,
         meta=meta,
         hosts=sorted(present | set(listed_hosts)),
-        unreachable=sorted(set(listed_hosts) - present),
+        unreachable=sorted(set(listed_hosts) - present - answered),
         files=files,
         diagnostics=diagnostics,
     )

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from gpuval.analysis.model import CLUSTER, Check, Expectation, HostFacts, RawFile, Status, worst
+from gpuval.analysis.pairs import is_pair_file, pair_step, step_name, without_superseded_tries
 from gpuval.analysis.thresholds import Thresholds
 from gpuval.catalog import (
     GpuModel,
@@ -160,8 +161,12 @@ def _step_problem(raw: RawFile) -> tuple[Status, str] | None:
 
 
 def step_checks(judge: Judge) -> None:
-    """Each step's sidecar: skipped, timed out, unfinished or non-zero exit status."""
+    """Each step's sidecar: skipped, timed out, unfinished or non-zero exit status. Pair steps
+    are judged by the pair analysis, all tries of a pair together (a pair that never produced
+    a number fails there)."""
     for raw in judge.folder.files:
+        if is_pair_file(raw):
+            continue
         problem = _step_problem(raw)
         if problem and raw.sidecar:
             judge.add(Check(
@@ -171,23 +176,15 @@ def step_checks(judge: Judge) -> None:
             ))  # fmt: skip
 
 
-def _step_names(files: Iterable[RawFile], host: str) -> set[str]:
-    names = set()
-    for raw in files:
-        if raw.host != host:
-            continue
-        names.add(raw.sidecar.name if raw.sidecar else raw.path.rsplit("/", 1)[-1].split(".")[0])
-    return names
-
-
 def expected_step_checks(judge: Judge) -> None:
-    """Every step run.json expects on a reachable host must have left a sidecar or output."""
+    """Every step run.json expects on a reachable host must have left a sidecar or output
+    (expected pair steps are accounted for by the pair analysis)."""
     for host in judge.folder.hosts:
         if host in judge.folder.unreachable:
             continue
-        present = _step_names(judge.folder.files, host)
+        present = {step_name(raw) for raw in judge.folder.files if raw.host == host}
         for step in judge.folder.expected_steps(host):
-            if step not in present:
+            if step not in present and pair_step(step) is None:
                 judge.add(Check(
                     check_id=f"step.{step}", host=host, category="completeness", status="fail",
                     reason=f"expected step {step!r} left no output and no sidecar in "
@@ -198,7 +195,7 @@ def expected_step_checks(judge: Judge) -> None:
 def parse_checks(judge: Judge) -> None:
     """Parser errors fail (numbers could not be read); parser warnings warn, one line per file."""
     for raw in judge.folder.files:
-        if raw.parse is None:
+        if raw.parse is None or is_pair_file(raw):  # a pair try's errors are its pair's reason
             continue
         if not raw.parse.runs and not raw.parse.errors:
             judge.add(Check(
@@ -1248,7 +1245,7 @@ def judge_run(
     for host in folder.hosts:
         topology_checks(judge, host)
         pcie_checks(judge, host)
-    for run in tool_runs(folder.files, NCCL_TOOLS):
+    for run in tool_runs(without_superseded_tries(folder.files), NCCL_TOOLS):
         nccl_checks(judge, run)
     for run in tool_runs(folder.files, BENCH_TOOLS):
         bench_checks(judge, run)

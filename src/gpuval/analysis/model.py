@@ -117,3 +117,6 @@ class RunResults:
     expectations: list[Expectation]
     diagnostics: list[Diagnostic] = field(default_factory=list)  # run-folder problems
     meta: dict[str, Any] = field(default_factory=dict)  # run.json as written by the playbook
+    # The pair analysis (gpuval.analysis.pairs.PairAnalysis.to_dict): tables "tries", "pairs",
+    # "nodes"; {} when it was not run.
+    pairs: dict[str, list[dict[str, Any]]] = field(default_factory=dict)

@@ -46,6 +46,7 @@ from typing import Literal
 import pandas as pd
 
 from gpuval.analysis.model import CLUSTER, Check, RawFile, Status
+from gpuval.analysis.thresholds import DEFAULTS, Thresholds
 from gpuval.records.collective_bench import CollectiveBenchRun, MpiPreflightRun
 from gpuval.records.nccl import NcclRun
 from gpuval.records.network import Iperf3Run
@@ -80,19 +81,18 @@ KINDS = {
 
 @dataclass(frozen=True)
 class PairThresholds:
-    low_fraction: float = 0.8  # a pair below 80 % of the median is low (SuperBench: 5 % off
-    # baseline is defective, but pairs of hosts on shared switches spread more than that)
-    max_tries: int = 3
+    """The suite's pair thresholds (reasoning in gpuval.analysis.thresholds)."""
+
+    low_fraction: float = DEFAULTS.pair_low_fraction  # below it of the cluster median: low
+    max_tries: int = DEFAULTS.pair_max_tries
 
     @classmethod
-    def from_thresholds(cls, thresholds: object) -> PairThresholds:
-        """From the suite's Thresholds once it has `pair_low_fraction` / `pair_max_tries`."""
+    def from_thresholds(cls, thresholds: Thresholds | PairThresholds | None) -> PairThresholds:
         if isinstance(thresholds, PairThresholds):
             return thresholds
-        return cls(
-            float(getattr(thresholds, "pair_low_fraction", cls.low_fraction)),
-            int(getattr(thresholds, "pair_max_tries", cls.max_tries)),
-        )
+        if thresholds is None:
+            return cls()
+        return cls(thresholds.pair_low_fraction, thresholds.pair_max_tries)
 
 
 @dataclass(frozen=True)
@@ -120,6 +120,30 @@ def is_pair_file(raw: RawFile) -> bool:
     """Pair files are judged here, tries together: the generic per-step checks must skip them,
     or a first try that failed would fail the run although its repeat passed."""
     return pair_step(step_name(raw)) is not None
+
+
+def is_pair_check(check: Check) -> bool:
+    """Checks of this module: their reference is the cluster median, not a peak."""
+    return check.check_id.startswith("pairs.")
+
+
+def _try_of(step: PairStep) -> tuple[str, str, str, int]:
+    return step.kind, step.src, step.dst, step.round
+
+
+def without_superseded_tries(files: Iterable[RawFile]) -> list[RawFile]:
+    """The files less the pair tries that a later try of the same step replaced: a tool's own
+    checks (nccl-tests busbw against the peak, transport) judge only the try that counts."""
+    files = list(files)
+    last: dict[tuple[str, str, str, int], int] = {}
+    for raw in files:
+        step = pair_step(step_name(raw))
+        if step:
+            last[_try_of(step)] = max(step.attempt, last.get(_try_of(step), 0))
+    return [
+        raw for raw in files
+        if (step := pair_step(step_name(raw))) is None or step.attempt == last[_try_of(step)]
+    ]  # fmt: skip
 
 
 # ------------------------------------------------------------------ reading tries
@@ -577,8 +601,11 @@ def analyse_pairs(
         values = _pair_values(measurements)
         reference = cluster_reference(values, thresholds.low_fraction)
         nodes = _node_verdicts(name, values, reference, thresholds.low_fraction)
+        by_pair: dict[tuple[str, str], list[Measurement]] = {}
+        for m in measurements:  # grouped once: a 232-node cluster has 26,796 pairs
+            by_pair.setdefault((m.a, m.b), []).append(m)
         for pair in sorted(values, key=lambda p: (natural_key(p[0]), natural_key(p[1]))):
-            mine = [m for m in measurements if (m.a, m.b) == pair]
+            mine = by_pair[pair]
             verdict = _pair_verdict(kind, pair, mine, values[pair], reference, nodes, thresholds)
             pair_verdicts.append(verdict)
             checks.append(Check(
@@ -601,7 +628,7 @@ def analyse_pairs(
 
 def pair_checks(
     files: Iterable[RawFile],
-    thresholds: object = None,
+    thresholds: Thresholds | PairThresholds | None = None,
     expected: Mapping[str, Sequence[str]] | None = None,
 ) -> list[Check]:
     """The checks of `analyse_pairs`, with thresholds read from the suite's Thresholds."""
