@@ -40,7 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     parse = commands.add_parser(
-        "parse", help="parse one output file to JSON", description=PARSE_HELP,
+        "parse",
+        help="parse one output file to JSON",
+        description=PARSE_HELP,
         formatter_class=argparse.RawTextHelpFormatter,
     )
     parse.add_argument("file", type=Path, metavar="FILE", help="raw output of a supported tool")
@@ -48,13 +50,17 @@ def build_parser() -> argparse.ArgumentParser:
     parse.add_argument("--indent", type=int, default=2, help="JSON indent (default 2; 0: compact)")
 
     report = commands.add_parser(
-        "report", help="judge a run folder and write the report", description=REPORT_HELP,
+        "report",
+        help="judge a run folder and write the report",
+        description=REPORT_HELP,
         formatter_class=argparse.RawTextHelpFormatter,
     )
     report.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="folder holding raw/")
     report.add_argument("--out", type=Path, help="write outputs here instead of RUN_DIR")
     report.add_argument(
-        "--thresholds", type=Path, metavar="FILE",
+        "--thresholds",
+        type=Path,
+        metavar="FILE",
         help="JSON file overriding the default verdict thresholds",
     )
     report.add_argument("--quiet", action="store_true", help="print only the verdict line")
@@ -90,8 +96,9 @@ def _parse(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     from gpuval.pipeline import report_run
 
-    return report_run(args.run_dir, out_dir=args.out, thresholds_file=args.thresholds,
-                      quiet=args.quiet)
+    return report_run(
+        args.run_dir, out_dir=args.out, thresholds_file=args.thresholds, quiet=args.quiet
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

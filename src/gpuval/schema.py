@@ -40,5 +40,7 @@ def validate(document: Any, name: str) -> None:
     """Raise SchemaError naming every place where `document` breaks `NAME.schema.json`."""
     problems = sorted(validator(name).iter_errors(document), key=lambda e: list(e.absolute_path))
     if problems:
-        lines = [f"{'/'.join(map(str, p.absolute_path)) or '<root>'}: {p.message}" for p in problems]
+        lines = [
+            f"{'/'.join(map(str, p.absolute_path)) or '<root>'}: {p.message}" for p in problems
+        ]
         raise SchemaError(f"{name}: {len(problems)} violation(s):\n  " + "\n  ".join(lines[:20]))

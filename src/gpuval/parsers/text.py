@@ -1,4 +1,5 @@
-"""Line and number helpers shared by the parsers: the noise every tool's output carries in the wild."""
+"""Line and number helpers shared by the parsers: the noise every tool's output carries in the
+wild."""
 
 from __future__ import annotations
 

@@ -27,7 +27,8 @@ class Diagnostic:
 
 @dataclass
 class ParseResult:
-    """One parsed file. `runs` holds tool-specific run records (dataclasses from `gpuval.records`)."""
+    """One parsed file. `runs` holds tool-specific run records (dataclasses from
+    `gpuval.records`)."""
 
     tool: str
     source: str | None = None
