@@ -4,8 +4,11 @@ with expected steps, raw files named by the pair convention, every output file j
 from __future__ import annotations
 
 import copy
+import html
 import json
+import re
 import shutil
+import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +18,7 @@ import pytest
 
 from gpuval.cli import main
 from gpuval.schedule import circle_rounds
+from gpuval.schema import validate
 
 OUTPUTS = Path(__file__).parents[1] / "data" / "outputs" / "iperf3"
 # A real iperf 3.9 TCP client run (-J); each pair file is this document at another rate.
@@ -151,7 +155,35 @@ def test_a_throttled_host_and_only_it_is_flagged_everywhere(tmp_path: Path) -> N
     assert flagged == ["node3"]
     (node3,) = [c for c in results(run)["checks"] if c["check_id"] == "pairs.iperf3.node"
                 and c["host"] == "node3"]  # fmt: skip
-    assert node3["reason"] == EVIDENCE
+    assert node3["reason"] == EVIDENCE and node3["reference"] == 14.5
+    summary = json.loads((run / "summary.json").read_text())
+    validate(summary, "summary")
+    assert summary["pairs"]["flagged_nodes"] == ["node3"]
+    assert summary["pairs"]["flagged_links"] == []  # node3's low pairs are explained by node3
+    assert [(n["node"], n["flagged"]) for n in summary["pairs"]["nodes"]] == [
+        (h, h == "node3") for h in HOSTS
+    ]
+    assert {h["name"]: h["status"] for h in summary["hosts"]}["node3"] == "fail"
+    assert junit_failures(run) == {"node3": ["pairs.iperf3.node"]}
+    page = (run / "report.html").read_text()
+    pairs = page[page.index('<section id="pairs">') : page.index('<section id="bandwidth">')]
+    assert html.escape(EVIDENCE) in pairs
+    rows = re.findall(r"<tr>\s*<td class=\"nowrap\">(node\d)</td>\s*<td>(.*?)</td>", pairs)
+    assert [(node, "flagged" in verdict) for node, verdict in rows] == [
+        ("node3", True), ("node1", False), ("node2", False), ("node4", False),
+    ]  # fmt: skip
+    assert '14.5<br><span class="muted">cluster median</span>' in page  # checks table
+
+
+def junit_failures(run: Path) -> dict[str, list[str]]:
+    """Test suite (host) -> names of its failed test cases."""
+    root = ET.parse(run / "junit.xml").getroot()
+    found = {
+        suite.get("name", ""): [case.get("name", "") for case in suite.iter("testcase")
+                                if case.find("failure") is not None]
+        for suite in root.iter("testsuite")
+    }  # fmt: skip
+    return {suite: names for suite, names in found.items() if names}
 
 
 def test_a_pair_that_passed_on_its_second_try_warns_and_does_not_fail(tmp_path: Path) -> None:
@@ -164,6 +196,8 @@ def test_a_pair_that_passed_on_its_second_try_warns_and_does_not_fail(tmp_path: 
     (link,) = [c for c in results(run)["checks"] if c["status"] == "warn"]
     assert "node2->node4 passed on try 2 (try 1: " in link["reason"]
     assert "unable to connect to server: Connection refused" in link["reason"]
+    page = (run / "report.html").read_text()
+    assert "<h4>Repeated (1)</h4>" in page and "node2 &rarr; node4" in page
 
 
 @pytest.mark.parametrize("lost", ["node1", "node4"])

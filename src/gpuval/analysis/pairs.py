@@ -122,9 +122,9 @@ def is_pair_file(raw: RawFile) -> bool:
     return pair_step(step_name(raw)) is not None
 
 
-def is_pair_check(check: Check) -> bool:
-    """Checks of this module: their reference is the cluster median, not a peak."""
-    return check.check_id.startswith("pairs.")
+def reference_name(check: Check) -> str:
+    """What a check's reference is: for the pair checks the cluster median, not a peak."""
+    return "cluster median" if check.check_id.startswith("pairs.") else "reference"
 
 
 def _try_of(step: PairStep) -> tuple[str, str, str, int]:

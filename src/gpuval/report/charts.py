@@ -387,3 +387,64 @@ def series_peak(expectations: list[Expectation], series: BusbwSeries) -> Expecta
     same_kind = [e for e in candidates if e.subject.startswith("internode") == series.multinode]
     chosen = same_kind or candidates
     return chosen[0] if chosen else None
+
+
+# Pair matrices: cells shrink with the host count so 100+ hosts fit a page; values are written
+# into the cells only while they stay legible.
+PAIR_MATRIX_SPAN = 900  # pixels for all the cells of one axis, before margins
+PAIR_CELL_PX = (6, 40)  # smallest and largest cell
+PAIR_TEXT_MAX_HOSTS = 16
+
+
+def pair_matrix_size(hosts: int) -> int:
+    """Width (and height) in pixels of a hosts x hosts matrix, margins included."""
+    low, high = PAIR_CELL_PX
+    return max(360, hosts * max(low, min(high, PAIR_MATRIX_SPAN // max(hosts, 1))) + 160)
+
+
+def pair_matrix_figure(
+    title: str,
+    hosts: list[str],
+    values: dict[tuple[str, str], float | None],
+    marked: dict[tuple[str, str], str],
+    unit: str,
+    directed: bool,
+) -> Figure:
+    """A hosts x hosts heatmap of pair values (directed: row = sender, column = receiver);
+    cells in `marked` (cell -> status) carry a red cross, so a flagged node shows as a line."""
+    z = [[values.get((row, column)) for column in hosts] for row in hosts]
+    present = [v for v in values.values() if v is not None]
+    heatmap: dict[str, Any] = {
+        "type": "heatmap", "z": z, "x": hosts, "y": hosts, "zmin": 0,
+        "zmax": max(present, default=1.0), "colorscale": BANDWIDTH_COLOURS,
+        "hoverongaps": False, "colorbar": {"title": {"text": unit}, "thickness": 12},
+        "hovertemplate": "%{y} → %{x}: %{z:.3g} " + unit + "<extra></extra>",
+    }  # fmt: skip
+    if len(hosts) <= PAIR_TEXT_MAX_HOSTS:
+        heatmap["texttemplate"] = "%{z:.3g}"
+    position = {host: i for i, host in enumerate(hosts)}
+    cells = sorted(marked, key=lambda cell: (position[cell[0]], position[cell[1]]))
+    crosses = {
+        "type": "scatter", "mode": "markers", "name": "not passing",
+        "x": [column for _, column in cells], "y": [row for row, _ in cells],
+        "text": [marked[cell] for cell in cells],
+        "marker": {"symbol": "x-thin", "color": "#dc2626", "line": {"width": 2, "color": "#dc2626"},
+                   "size": max(4, min(14, PAIR_MATRIX_SPAN // max(len(hosts), 1) // 2))},
+        "hovertemplate": "%{y} → %{x}: %{text}<extra></extra>",
+    }  # fmt: skip
+    size = pair_matrix_size(len(hosts))
+    axis = {"type": "category", "tickfont": {"size": 10 if len(hosts) <= 40 else 7}}
+    return {
+        "data": [heatmap, crosses] if cells else [heatmap],
+        "layout": {
+            "title": {"text": title, "font": {"size": 13}},
+            "font": FONT,
+            "height": size,
+            "margin": {"l": 110, "r": 10, "t": 45, "b": 100},
+            "xaxis": {**axis, "title": {"text": "receiver" if directed else ""}},
+            "yaxis": {**axis, "autorange": "reversed",
+                      "title": {"text": "sender" if directed else ""}},
+            "showlegend": False,
+            "plot_bgcolor": "#ffffff",
+        },
+    }  # fmt: skip

@@ -14,6 +14,7 @@ import jinja2
 from markupsafe import Markup
 
 from gpuval.analysis.model import Check, Expectation, HostFacts, RunResults, Sidecar
+from gpuval.analysis.pairs import KINDS, reference_name
 from gpuval.analysis.thresholds import DEFAULTS, Thresholds
 from gpuval.report import charts
 from gpuval.report.summary import (
@@ -22,12 +23,16 @@ from gpuval.report.summary import (
     STATUS_RANK,
     HostRow,
     Outlier,
+    PairNode,
     host_rows,
     outliers,
+    pair_links,
+    pair_nodes,
     run_diagnostics,
     sort_checks,
     status_counts,
 )
+from gpuval.schedule import natural_key
 
 # With more hosts than this, per-host charts are drawn only for the worst ones.
 MAX_DETAIL_HOSTS = 8
@@ -309,6 +314,69 @@ def _topology_groups(results: RunResults) -> list[dict[str, Any]]:
     ]
 
 
+def _pair_cells(
+    rows: list[dict[str, Any]], directed: bool
+) -> tuple[dict[tuple[str, str], float | None], dict[tuple[str, str], str]]:
+    """Matrix cells of one pair kind: directed (iperf3) row = sender, value of the direction;
+    otherwise the pair's value in both cells. Pairs not passing are marked in both cells."""
+    values: dict[tuple[str, str], float | None] = {}
+    marked: dict[tuple[str, str], str] = {}
+    for row in rows:
+        a, b = str(row["a"]), str(row["b"])
+        if directed and row["src"]:
+            values[(str(row["src"]), str(row["dst"]))] = row["value"]
+        else:
+            values[(a, b)] = values[(b, a)] = row["pair_value"]
+        if row["status"] != "pass":
+            marked[(a, b)] = marked[(b, a)] = str(row["status"])
+    return values, marked
+
+
+def split_pair_nodes(nodes: list[PairNode]) -> tuple[list[PairNode], list[PairNode]]:
+    """Flagged first, then nodes with a low pair; with many hosts the others fold away."""
+    ordered = sorted(nodes, key=lambda n: (not n.flagged, n.low_pairs == 0))
+    if len(nodes) <= MAX_OPEN_HOST_ROWS:
+        return ordered, []
+    shown = [n for n in ordered if n.flagged or n.low_pairs]
+    return shown, ordered[len(shown) :]
+
+
+def _pairs_section(results: RunResults, chart_set: ChartSet) -> list[dict[str, Any]]:
+    """Per pair kind: node verdicts, the hosts x hosts matrix, links not passing, retries."""
+    nodes = pair_nodes(results)
+    not_passing = pair_links(results, ("error", "fail", "warn"))
+    sections = []
+    for name, kind in KINDS.items():
+        rows = [r for r in results.pairs.get("pairs", []) if r["kind"] == name]
+        if not rows:
+            continue
+        hosts = sorted({str(r[end]) for r in rows for end in ("a", "b")}, key=natural_key)
+        values, marked = _pair_cells(rows, kind.directed)
+        title = f"{kind.label} per pair ({kind.unit})"
+        shown, folded = split_pair_nodes([n for n in nodes if n.kind == name])
+        sections.append(
+            {
+                "kind": name,
+                "label": kind.label,
+                "unit": kind.unit,
+                "directed": kind.directed,
+                "reference": rows[0]["reference"],
+                "hosts": len(hosts),
+                "nodes_shown": shown,
+                "nodes_folded": folded,
+                "chart": chart_set.add(
+                    charts.pair_matrix_figure(
+                        title, hosts, values, marked, kind.unit, kind.directed
+                    )
+                ),
+                "chart_size": charts.pair_matrix_size(len(hosts)),
+                "links": [link for link in not_passing if link["kind"] == name],
+                "retries": [r for r in rows if r["tries"] > 1],
+            }
+        )
+    return sections
+
+
 def build_context(results: RunResults, thresholds: Thresholds = DEFAULTS) -> dict[str, Any]:
     rows = host_rows(results, thresholds)
     found = outliers(rows, thresholds)
@@ -340,6 +408,8 @@ def build_context(results: RunResults, thresholds: Thresholds = DEFAULTS) -> dic
         "band": (thresholds.busbw_pass_fraction, charts.PRACTICAL_CEILING),
         "large_message": charts.format_bytes(thresholds.large_message_min_bytes),
         "p2p": p2p,
+        "pairs": _pairs_section(results, chart_set),
+        "pair_low_fraction": thresholds.pair_low_fraction,
         "topology": _topology_groups(results),
         "topo_legend": TOPO_LEGEND,
         "versions": version_summary(results.hosts),
@@ -366,7 +436,11 @@ def _environment() -> jinja2.Environment:
     env.filters["value"] = format_value
     env.filters["script_json"] = json_for_script
     env.globals.update(
-        link_class=link_class, metric_label=metric_label, name_hosts=name_hosts, plotly_js=plotly_js
+        link_class=link_class,
+        metric_label=metric_label,
+        name_hosts=name_hosts,
+        plotly_js=plotly_js,
+        reference_name=reference_name,
     )
     return env
 

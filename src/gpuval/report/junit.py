@@ -9,6 +9,7 @@ import re
 import xml.etree.ElementTree as ET
 
 from gpuval.analysis.model import CLUSTER, Check, RunResults
+from gpuval.analysis.pairs import reference_name
 from gpuval.report.summary import host_names, sort_checks, status_counts
 
 # XML 1.0 forbids most control characters (ANSI colour codes in logs would make the file
@@ -25,7 +26,7 @@ def _details(check: Check) -> str:
         f"status: {check.status}",
         f"category: {check.category}",
         f"measured: {check.measured} {check.unit or ''}".rstrip(),
-        f"reference: {check.reference} {check.unit or ''}".rstrip(),
+        f"{reference_name(check)}: {check.reference} {check.unit or ''}".rstrip(),
         f"source: {check.source}",
     ]
     return xml_text("\n".join(parts))

@@ -116,6 +116,65 @@ def outliers(rows: list[HostRow], thresholds: Thresholds = DEFAULTS) -> list[Out
     return found
 
 
+@dataclass(frozen=True)
+class PairNode:
+    """One node's verdict from the pair tests of one kind, with the evidence behind it."""
+
+    kind: str
+    node: str
+    flagged: bool
+    pairs: int
+    low_pairs: int
+    median: float | None
+    reference: float | None  # the cluster median
+    unit: str | None
+    reason: str  # the node check's reason: its pairs against the cluster median
+
+
+def pair_nodes(results: RunResults) -> list[PairNode]:
+    """Node verdicts of the pair analysis, per kind in natural host order."""
+    checks = {(c.check_id, c.host): c for c in results.checks}
+    found = []
+    for row in results.pairs.get("nodes", []):
+        check = checks.get((f"pairs.{row['kind']}.node", str(row["node"])))
+        found.append(
+            PairNode(
+                kind=str(row["kind"]),
+                node=str(row["node"]),
+                flagged=bool(row["flagged"]),
+                pairs=int(row["pairs"]),
+                low_pairs=int(row["low_pairs"]),
+                median=row["median"],
+                reference=row["reference"],
+                unit=check.unit if check else None,
+                reason=check.reason if check else "",
+            )
+        )
+    return found
+
+
+PAIR_LINK_FIELDS = ("kind", "a", "b", "status", "pair_value", "reference", "unit", "reason")
+
+
+def pair_links(results: RunResults, statuses: tuple[Status, ...]) -> list[dict[str, Any]]:
+    """Pairs with one of `statuses`, once each (iperf3 has a row per direction), worst first."""
+    links: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for row in results.pairs.get("pairs", []):
+        if row["status"] in statuses:
+            key = (str(row["kind"]), str(row["a"]), str(row["b"]))
+            links.setdefault(key, {k: row[k] for k in PAIR_LINK_FIELDS})
+    return sorted(links.values(), key=lambda link: STATUS_RANK[link["status"]])
+
+
+def _pair_summary(results: RunResults) -> dict[str, Any]:
+    nodes = pair_nodes(results)
+    return {
+        "nodes": [to_jsonable(n) for n in nodes],
+        "flagged_nodes": sorted({n.node for n in nodes if n.flagged}),
+        "flagged_links": pair_links(results, ("fail",)),
+    }
+
+
 def run_diagnostics(results: RunResults) -> list[Diagnostic]:
     """Run-folder problems, then every parser warning and error, errors first."""
     parsed = [d for f in results.files if f.parse for d in f.parse.errors + f.parse.warnings]
@@ -162,6 +221,7 @@ def build_summary(results: RunResults, thresholds: Thresholds = DEFAULTS) -> dic
         if cluster_checks
         else None,
         "outliers": [to_jsonable(o) for o in outliers(rows, thresholds)],
+        "pairs": _pair_summary(results),
         "diagnostics": {
             "errors": sum(d.level == "error" for d in diagnostics),
             "warnings": sum(d.level == "warning" for d in diagnostics),
