@@ -3,6 +3,8 @@ files): the report, summary and junit tests and the browser test render it."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from typing import Any
 
 from gpuval.analysis.model import (
@@ -16,7 +18,10 @@ from gpuval.analysis.model import (
     Status,
     worst,
 )
+from gpuval.analysis.pairs import analyse_pairs
+from gpuval.parsers import iperf3
 from gpuval.records.base import Diagnostic, ParseResult
+from gpuval.schedule import circle_rounds
 
 # lambda-4xH100-all_reduce_perf-nccl-debug.txt: (size, out-of-place busbw) from 1 MiB up.
 H100_ALL_REDUCE = [
@@ -179,3 +184,36 @@ def realistic_results(hosts: list[str] | None = None, degraded: tuple[str, ...] 
         diagnostics=[Diagnostic("warning", "raw file without sidecar", "raw/node4/extra.txt")],
         meta={"run_id": "20261121-0600-sample", "started_at": "2026-11-21T05:40:00Z"},
     )  # fmt: skip
+
+
+def iperf3_document(gbps: float) -> str:
+    """The end totals of an iperf3 -J client run at `gbps` (what the pair analysis reads)."""
+    bits = gbps * 1e9
+    total = {"start": 0, "end": 10, "seconds": 10, "bytes": int(bits * 10 / 8),
+             "bits_per_second": bits}  # fmt: skip
+    return json.dumps({
+        "start": {"version": "iperf 3.12", "test_start": {"protocol": "TCP", "num_streams": 1}},
+        "intervals": [], "end": {"sum_sent": total, "sum_received": total},
+    })  # fmt: skip
+
+
+def with_pair_tests(results: RunResults, slow: str | None) -> RunResults:
+    """`results` with iperf3 pair tests between all its hosts, judged: ~15 Gbit/s, and ~1
+    Gbit/s on every pair of `slow`. The raw files stay out of `files` (the step table would
+    list each of them)."""
+    hosts = [h.name for h in results.hosts]
+    files = []
+    for number, pairs in enumerate(circle_rounds(hosts), start=1):
+        for a, b in pairs:
+            for src, dst in ((a, b), (b, a)):
+                name = f"pair-iperf3-r{number}-{src}--{dst}-try1"
+                gbps = 0.95 if slow in (src, dst) else 14.5 + len(src + dst) % 5 / 10
+                path = f"raw/{a}/{name}.json"
+                sidecar = Sidecar(name=name, host=a, phase="network", raw=f"{name}.json",
+                                  tool="iperf3", exit_code=0)  # fmt: skip
+                files.append(RawFile(a, path, sidecar, iperf3.parse(iperf3_document(gbps), path)))
+    analysis = analyse_pairs(files)
+    checks = results.checks + analysis.checks
+    return replace(
+        results, checks=checks, verdict=worst([c.status for c in checks]), pairs=analysis.to_dict()
+    )
