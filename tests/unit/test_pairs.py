@@ -106,21 +106,19 @@ def throttled(a: str, b: str) -> float:
 
 
 def test_throttled_host_is_the_only_one_flagged_with_evidence() -> None:
-    checks = pair_checks(cluster(throttled))
-    assert bad(checks) == [
-        ("fail", "pairs.iperf3.node", "node3"),
-        ("warn", "pairs.iperf3.link.node1--node3", CLUSTER),
-        ("warn", "pairs.iperf3.link.node2--node3", CLUSTER),
-        ("warn", "pairs.iperf3.link.node3--node4", CLUSTER),
-    ]
+    analysis = analyse_pairs(cluster(throttled))
+    checks = analysis.checks
+    assert bad(checks) == [("fail", "pairs.iperf3.node", "node3")]
     node3 = by_id(checks)["pairs.iperf3.node", "node3"]
     assert node3.reason == (
         "iperf3 TCP: 3 of its 3 pairs low: node3: its pairs 0.95 (node1), 0.97 (node2), "
         "0.96 (node4) Gbit/s vs cluster median 14.7 Gbit/s (7 %)"
     )
     assert (node3.measured, node3.reference) == (0.96, 14.7)
-    link = by_id(checks)["pairs.iperf3.link.node1--node3", CLUSTER]
-    assert "explained by flagged node node3" in link.reason
+    explained = {(p.a, p.b): p for p in analysis.pairs if p.explained_by == "node3"}
+    assert sorted(explained) == [("node1", "node3"), ("node2", "node3"), ("node3", "node4")]
+    link = explained["node1", "node3"]
+    assert link.status == "warn" and "explained by flagged node node3" in link.reason
     assert "node1->node3 passed on try 1" not in link.reason  # low: did not pass
     assert "node3->node1 passed on try 1" in link.reason
 

@@ -28,8 +28,9 @@ Judgement (per kind; deterministic: everything sorted, medians exact):
 - A node is flagged when more than half of its pairs are low (below `low_fraction` of the
   cluster median) or produced no number.
 - A low pair whose two nodes are not flagged is a bad link; a low pair of a flagged node is
-  explained by the node (warn). A pair without a number fails whatever else is known (fail
-  closed).
+  explained by the node (warn in the pair table; no check of its own, the node's check lists it,
+  so one slow node among 100 hosts is one failure, not 99 warnings). A pair without a number
+  fails whatever else is known (fail closed).
 - A pair that passed only on a later try warns and says which try; the spread across its
   finished tries (min/median/max) is kept. Two hosts give one pair: low cannot be judged and
   nothing can be pinned on a node.
@@ -329,6 +330,7 @@ class PairVerdict:
     reason: str
     measurements: list[Measurement] = field(default_factory=list)
     category: str = "bandwidth"  # correctness: wrong results; completeness: no number
+    explained_by: str | None = None  # the flagged node(s) a low pair is put down to
 
 
 def number_text(value: float) -> str:
@@ -477,6 +479,7 @@ def _pair_verdict(
     )
     measured = f"{number_text(value)} {kind.unit}{against}" if value is not None else ""
     status: Status = "pass"
+    explained_by = None
     if wrong:  # corrupted data is never repaired by a later try
         tries = ", ".join(map(str, sorted(set(wrong))))
         status, verdict = "fail", f"{a}--{b}: wrong results on try {tries}"
@@ -485,6 +488,7 @@ def _pair_verdict(
         status, verdict = "fail", f"{a}--{b}: no measurement{blamed}"
     elif _is_low(value, reference, thresholds.low_fraction):
         if flagged:
+            explained_by = flagged
             status, verdict = "warn", f"{a}--{b} low, explained by flagged node {flagged}"
         else:
             status, verdict = (
@@ -497,7 +501,9 @@ def _pair_verdict(
             status = "warn"
     reason = f"{verdict}: {measured}; {details}" if value is not None else f"{verdict}; {details}"
     category = "correctness" if wrong else "completeness" if value is None else "bandwidth"
-    return PairVerdict(kind.name, a, b, value, reference, status, reason, measurements, category)
+    return PairVerdict(
+        kind.name, a, b, value, reference, status, reason, measurements, category, explained_by
+    )
 
 
 def _node_check(kind: PairKind, verdict: NodeVerdict, source: str | None) -> Check:
@@ -608,6 +614,8 @@ def analyse_pairs(
             mine = by_pair[pair]
             verdict = _pair_verdict(kind, pair, mine, values[pair], reference, nodes, thresholds)
             pair_verdicts.append(verdict)
+            if verdict.explained_by:
+                continue  # judged in its node's check, which lists it: one bad node, one failure
             checks.append(Check(
                 check_id=f"pairs.{name}.link.{pair[0]}--{pair[1]}", host=CLUSTER,
                 category=verdict.category,
