@@ -157,6 +157,7 @@ def main() -> None:
     if module.check_mode:
         module.exit_json(
             changed=True,
+            failed=False,  # explicit: Ansible otherwise fails a result whose rc is not 0
             verdict=None,
             rc=None,
             report_path=None,
