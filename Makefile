@@ -10,7 +10,8 @@ STAMP := $(VENV)/.installed
 SAMPLE_RUN := tests/data/sample-run
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: run test lint unit system-deps sample-report bench clean
+.PHONY: run test lint unit system-deps sample-report bench clean ansible-lint syntax-check molecule \
+  test-fixtures
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,13 +30,36 @@ run: $(STAMP)
 	  [ $$status -le 1 ]
 
 ## test: lint, type-check and the whole pytest suite (browser and simulated-host tests included)
-test: $(STAMP) system-deps lint
+test: $(STAMP) system-deps lint ansible-lint syntax-check molecule
 	$(BIN)/pytest -q
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests library
 	$(BIN)/ruff format --check src tests library
 	$(BIN)/mypy
+
+## ansible-lint: production profile over roles, playbooks and molecule scenarios (.ansible-lint)
+ansible-lint: $(STAMP)
+	$(BIN)/ansible-lint
+
+## syntax-check: every playbook
+syntax-check: $(STAMP)
+	for playbook in playbooks/*.yml; do \
+	  $(BIN)/ansible-playbook -i inventory/local.ini --syntax-check "$$playbook" || exit 1; \
+	done
+
+## test-fixtures: NCCL from the nvidia-nccl-cu13 wheel for the build roles' scenarios
+test-fixtures: $(STAMP)
+	PIP=$(CURDIR)/$(BIN)/pip bash tests/fixtures/nccl-wheel/setup.sh
+
+MOLECULE_ROLES := $(patsubst %/molecule/default/molecule.yml,%,\
+  $(wildcard roles/*/molecule/default/molecule.yml))
+
+## molecule: every role's scenario on simulated hosts (root, network namespaces)
+molecule: $(STAMP) test-fixtures
+	source $(BIN)/activate && for role in $(MOLECULE_ROLES); do \
+	  (cd "$$role" && molecule test) || exit 1; \
+	done
 
 unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit
