@@ -7,6 +7,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The bench extra's torch, pinned: an open range takes PyPI's newest build with GBs of CUDA
+# libraries; 2.13.0 resolves to the CPU wheel these machines carry (gloo is all the tests need).
+TORCH := torch==2.13.0
 SAMPLE_RUN := tests/data/sample-run
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
@@ -16,7 +19,8 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q '$(TORCH)'
+	$(PY) -m pip install -q -e '.[dev,bench]'
 	touch $(STAMP)
 
 system-deps:

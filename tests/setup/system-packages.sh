@@ -4,6 +4,8 @@ set -euo pipefail
 packages=(chromium)
 # Simulated hosts (tests/simhosts): image build, namespaces, sshd, apt proxy, fault injection.
 packages+=(debootstrap tinyproxy openssh-server openssh-client iproute2 iptables iperf3 util-linux)
+# The MPI preflight program's compile-and-run test; the fake NVIDIA repository (dpkg-deb, gpg).
+packages+=(openmpi-bin libopenmpi-dev dpkg-dev gnupg)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" \

@@ -9,13 +9,11 @@ import sys
 from typing import Any
 
 import pytest
+import torch  # the `bench` extra; make test installs it
 
-from gpuval.nodebench import source_path
+from gpuval.nodebench import allreduce_bench, source_path
 from gpuval.parsers import gpuval_bench
 from gpuval.schema import validate
-
-torch = pytest.importorskip("torch")
-allreduce_bench = pytest.importorskip("gpuval.nodebench.allreduce_bench")
 
 
 def free_port() -> int:

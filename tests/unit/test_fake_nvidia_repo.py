@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -10,10 +9,6 @@ from pathlib import Path
 import pytest
 
 BUILD = Path(__file__).resolve().parents[1] / "fixtures" / "fake_nvidia_repo" / "build.py"
-
-pytestmark = pytest.mark.skipif(
-    not (shutil.which("dpkg-deb") and shutil.which("gpg")), reason="needs dpkg-deb and gpg"
-)
 
 
 @pytest.fixture(scope="module")
