@@ -34,6 +34,11 @@ pytestmark = pytest.mark.simhosts
 REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
 CUDA_TOOLKIT = "/usr/local/cuda-13.0"
+# NCCL from the nvidia-nccl-cu13 wheel (tests/fixtures/nccl-wheel/setup.sh): with the toolkit,
+# the hosts look like nodes that ship CUDA and NCCL (Lambda Stack), so nothing is downloaded
+# from NVIDIA (unreachable here).
+NCCL_DIR = "/var/tmp/gpuval-test-nccl"
+TOOLKIT_VARS = {"cuda_home": CUDA_TOOLKIT, "nccl_home": NCCL_DIR}
 DOUBLES = REPO / "tests" / "fixtures" / "gpu-doubles"
 DOUBLES_ON_HOST = "/opt/gpuval-doubles"
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -58,7 +63,9 @@ def _inventory_dir(cluster: Cluster, where: Path) -> Path:
 def run_benchmark(
     inventory: Path, reports: Path, run_id: str, extra_vars: dict[str, object]
 ) -> PlaybookRun:
-    variables = {"gpuval_run_id": run_id, "gpuval_reports_dir": str(reports), **extra_vars}
+    variables = {
+        "gpuval_run_id": run_id, "gpuval_reports_dir": str(reports), **TOOLKIT_VARS, **extra_vars
+    }  # fmt: skip
     command: Sequence[str] = [
         str(VENV_BIN / "ansible-playbook"), "-i", str(inventory),
         str(REPO / "playbooks" / "benchmark.yml"), "-e", json.dumps(variables),
@@ -104,9 +111,21 @@ def failing_sources(run: PlaybookRun) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def runs_without_gpu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[PlaybookRun]]:
+def toolkits() -> list[str]:
+    """Folders bound read-only into every simulated host."""
+    setup = REPO / "tests" / "fixtures" / "nccl-wheel" / "setup.sh"
+    subprocess.run(["bash", str(setup), NCCL_DIR], check=True, env={
+        **os.environ, "PIP": str(VENV_BIN / "pip")
+    })  # fmt: skip
+    return [CUDA_TOOLKIT, NCCL_DIR]
+
+
+@pytest.fixture(scope="module")
+def runs_without_gpu(
+    tmp_path_factory: pytest.TempPathFactory, toolkits: list[str]
+) -> Iterator[list[PlaybookRun]]:
     work = tmp_path_factory.mktemp("e2e-nogpu")
-    with simulated_hosts(3, name="e2e-nogpu", bind_ro=[CUDA_TOOLKIT]) as cluster:
+    with simulated_hosts(3, name="e2e-nogpu", bind_ro=toolkits) as cluster:
         inventory = _inventory_dir(cluster, work / "inventory")
         first = run_benchmark(inventory, work / "reports", "nogpu-1", {})
         second = run_benchmark(inventory, work / "reports", "nogpu-2", {})
@@ -115,10 +134,12 @@ def runs_without_gpu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[
 
 
 @pytest.fixture(scope="module")
-def runs_with_doubles(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[PlaybookRun]]:
+def runs_with_doubles(
+    tmp_path_factory: pytest.TempPathFactory, toolkits: list[str]
+) -> Iterator[list[PlaybookRun]]:
     work = tmp_path_factory.mktemp("e2e-doubles")
     subprocess.run([str(DOUBLES / "data.sh"), str(work / "data")], check=True)
-    with simulated_hosts(2, name="e2e-doubles", bind_ro=[CUDA_TOOLKIT]) as cluster:
+    with simulated_hosts(2, name="e2e-doubles", bind_ro=toolkits) as cluster:
         for host in cluster.hosts:
             target = host.root / DOUBLES_ON_HOST.lstrip("/")
             shutil.copytree(DOUBLES / "bin", target / "bin")
