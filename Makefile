@@ -14,7 +14,7 @@ SAMPLE_RUN := tests/data/sample-run
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .PHONY: run test lint unit system-deps sample-report bench clean ansible-lint syntax-check molecule \
-  test-fixtures
+  test-fixtures benchmark
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,11 @@ run: $(STAMP)
 	$(BIN)/gpuval report reports/sample-run; status=$$?; \
 	  echo "report: $(CURDIR)/reports/sample-run/report.html"; \
 	  [ $$status -le 1 ]
+
+## benchmark: the whole validation run on this machine (playbooks/benchmark.yml, inventory/local.ini);
+## on a machine without GPU the GPU phases are skipped and the report says so. ARGS: more options.
+benchmark: $(STAMP)
+	$(BIN)/ansible-playbook -i inventory/local.ini playbooks/benchmark.yml $(ARGS)
 
 ## test: lint, type-check and the whole pytest suite (browser and simulated-host tests included)
 test: $(STAMP) system-deps lint ansible-lint syntax-check molecule

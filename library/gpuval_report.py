@@ -150,7 +150,7 @@ def existing(path: Path) -> str | None:
 
 def main() -> None:
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    run_dir = Path(module.params["run_dir"])
+    run_dir = Path(module.params["run_dir"]).resolve()
     thresholds = Path(module.params["thresholds"]) if module.params["thresholds"] else None
     if not run_dir.is_dir():
         module.fail_json(msg=f"run folder {run_dir} does not exist")
