@@ -30,6 +30,7 @@ SMI_TOOLS = frozenset({"nvidia-smi", "nvidia-smi-xml", "nvidia-smi-csv", "nvidia
 BENCH_TOOLS = frozenset({"all_reduce_bench"})
 COLLECTIVE_BENCH_TOOLS = frozenset({"gpuval-allreduce-bench"})  # the suite's own node program
 IB_TOOLS = frozenset({"ibstat", "ibv_devinfo"})
+VERSION_TOOLS = frozenset({"nvcc-version", "mpirun-version", "nccl-version", "os-release"})
 NVBANDWIDTH_TOOLS = frozenset({"nvbandwidth"})
 # Tools whose runs are measurements; the others describe the hardware (inventory).
 MEASURING_TOOLS = (
@@ -168,6 +169,16 @@ def nccl_version_number(text: str | None) -> str | None:
     return ".".join(match.groups()) if match else text
 
 
+def _software_version(runs: list[ToolRun], component: str, named: bool = False) -> str | None:
+    """The version a preflight probe found ("Open MPI 4.1.4" when `named`)."""
+    for run in runs:
+        if run.tool in VERSION_TOOLS and run.data.get("component") == component:
+            version, name = run.data.get("version"), run.data.get("implementation")
+            if isinstance(version, str):
+                return f"{name} {version}" if named and isinstance(name, str) else version
+    return None
+
+
 def host_facts(folder: RunFolder) -> list[HostFacts]:
     """What each host is, from its nvidia-smi, topo and benchmark outputs (and run.json)."""
     facts = []
@@ -192,7 +203,10 @@ def host_facts(folder: RunFolder) -> list[HostFacts]:
                         + [r for r in ordered if r.tool in BENCH_TOOLS],
                         ("nccl_version",),
                     )
+                    or _software_version(ordered, "nccl")
                 ),
+                mpi_version=_software_version(ordered, "mpi", named=True),
+                cuda_toolkit_version=_software_version(ordered, "cuda-toolkit"),
                 nccl_tests_version=_versions(
                     [r for r in ordered if r.tool in NCCL_TOOLS], ("nccl_tests_version",)
                 ),

@@ -145,11 +145,18 @@ def read_sidecar(path: Path, run_dir: Path, host: str) -> tuple[Sidecar | None, 
     return sidecar_from_document(document, host, name), _sidecar_problems(document, source)
 
 
+# The tool hint of outputs kept as context for a person reading the run, never judged.
+CONTEXT_TOOL = "context"
+
+
 def parse_raw(
     path: Path, source: str, tool: str | None
 ) -> tuple[ParseResult | None, list[Diagnostic]]:
-    """Parse one raw file as `tool` (or detect it); unreadable or unrecognised -> diagnostics."""
+    """Parse one raw file as `tool` (or detect it); unreadable or unrecognised -> diagnostics.
+    A sidecar naming CONTEXT_TOOL keeps its output for people (lspci, ip addr): not parsed."""
     diagnostics: list[Diagnostic] = []
+    if tool == CONTEXT_TOOL:
+        return None, []
     if tool is not None and tool not in parsers.known_tools():
         diagnostics.append(
             _warning(

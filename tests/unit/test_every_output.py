@@ -24,6 +24,7 @@ FOLDER_TOOLS = {
     "nvbandwidth": {"nvbandwidth"},
     "infiniband": {"ibstat", "ibv_devinfo"},
     "iperf3": {"iperf3"},
+    "software-versions": {"nvcc-version", "mpirun-version", "nccl-version", "os-release"},
 }
 NVIDIA_SMI_PREFIXES = {
     "topo": "nvidia-smi-topo",

@@ -247,3 +247,36 @@ def test_run_folder_without_run_json_still_gets_every_report_file(tmp_path: Path
     assert main(["report", str(run), "--quiet"]) == 1
     for name in ("results.json", "measurements.csv", "report.html", "summary.json", "junit.xml"):
         assert (run / name).is_file(), name
+
+
+VERSIONS = Path(__file__).parents[1] / "data" / "outputs" / "software-versions"
+
+
+def test_preflight_probes_fill_host_facts_and_context_files_stay_quiet(tmp_path: Path) -> None:
+    run = lambda_run(tmp_path / "run")
+    for name, tool in (
+        ("nvcc-version", "nvcc-version"),
+        ("mpirun-version", "mpirun-version"),
+        ("os-release", "os-release"),
+    ):
+        source = next(VERSIONS.glob(f"{name.split('-')[0]}*"))
+        step(run, "h1", name, source.read_text(), tool, phase="preflight")
+    step(run, "h1", "lspci-nvidia", "0000:06:00.0 0302: 10de:2330 (rev a1)\n", "context")
+    assert main(["report", str(run), "--quiet"]) == 0
+    document = results(run)
+    (host,) = document["hosts"]
+    assert (host["mpi_version"], host["cuda_toolkit_version"]) == ("Open MPI 4.1.4", "13.0.88")
+    assert host["nccl_version"] == "2.26.2"  # the benchmark's own NCCL_DEBUG line comes first
+    assert not [d for d in document["diagnostics"] if "lspci-nvidia" in str(d["source"])]
+
+
+def test_mixed_mpi_versions_across_hosts_fail(tmp_path: Path) -> None:
+    run = lambda_run(tmp_path / "run", hosts=["h1", "h2"], expected={"h1": [], "h2": []})
+    step(run, "h1", "mpirun-version", "mpirun (Open MPI) 4.1.4\n", "mpirun-version")
+    step(run, "h2", "mpirun-version", "mpirun (Open MPI) 5.0.3\n", "mpirun-version")
+    assert main(["report", str(run), "--quiet"]) == 1
+    check = checks_by_id(run)["consistency.mpi_version"]
+    assert check["status"] == "fail"
+    assert check["reason"] == (
+        "mixed MPI versions across hosts: Open MPI 4.1.4 on h1; Open MPI 5.0.3 on h2"
+    )

@@ -1138,11 +1138,13 @@ def nvbandwidth_checks(judge: Judge, run: ToolRun) -> None:
 
 
 def consistency_checks(judge: Judge) -> None:
-    """Mixed driver / CUDA / NCCL versions across hosts: mixed NCCL versions hang collectives."""
+    """Mixed driver / CUDA / NCCL / MPI versions across hosts: mixed NCCL versions hang
+    collectives, and mpirun needs the same MPI on every host."""
     for attribute, label in (
         ("nccl_version", "NCCL"),
         ("driver_version", "driver"),
         ("cuda_version", "CUDA"),
+        ("mpi_version", "MPI"),
     ):
         seen: dict[str, list[str]] = {}
         for facts in judge.facts.values():

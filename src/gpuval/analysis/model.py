@@ -89,6 +89,7 @@ class HostFacts:
     mpi_version: str | None = None
     nccl_tests_version: str | None = None
     gpu_name: str | None = None  # as printed; gpu_model is the catalog model it maps to
+    cuda_toolkit_version: str | None = None  # nvcc's; cuda_version is the driver's (nvidia-smi)
 
 
 @dataclass

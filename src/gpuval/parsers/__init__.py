@@ -27,6 +27,7 @@ PARSER_MODULES = (
     "infiniband",
     "iperf3",
     "gpuval_bench",
+    "software_versions",
 )
 
 
