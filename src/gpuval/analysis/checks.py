@@ -141,23 +141,18 @@ def folder_checks(judge: Judge) -> None:
 
 
 def _step_problem(raw: RawFile) -> tuple[Status, str] | None:
-    sidecar = raw.sidecar
-    if sidecar is None:
+    problem = raw.sidecar.problem() if raw.sidecar else None
+    if raw.sidecar is None or problem is None:
         return None
-    if sidecar.skipped:
+    step, (kind, detail) = f"step {raw.sidecar.name!r}", problem
+    if kind == "skipped":
         # Skipped on purpose (e.g. no GPU): not a hardware failure, but no evidence either.
-        return "warn", f"step {sidecar.name!r} skipped: {sidecar.skipped} (no evidence from it)"
-    if sidecar.timed_out:
-        limit = f" after {sidecar.timeout_s:g} s" if sidecar.timeout_s is not None else ""
-        return "fail", f"step {sidecar.name!r} timed out{limit}"
-    if sidecar.exit_code is None:
-        return "fail", (
-            f"step {sidecar.name!r} did not finish: no exit status recorded "
-            "(killed, host lost, or still running)"
-        )
-    if sidecar.exit_code != 0:
-        return "fail", f"step {sidecar.name!r} exited with status {sidecar.exit_code}"
-    return None
+        return "warn", f"{step} skipped: {detail} (no evidence from it)"
+    if kind == "timed_out":
+        return "fail", f"{step} timed out{detail}"
+    if kind == "unfinished":
+        return "fail", f"{step} did not finish: no exit status recorded ({detail})"
+    return "fail", f"{step} exited with status {detail}"
 
 
 def step_checks(judge: Judge) -> None:

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from gpuval.records.base import Diagnostic, ParseResult
 
 Status = Literal["pass", "warn", "fail", "error"]
+StepProblem = Literal["skipped", "timed_out", "unfinished", "exit_status"]
 
 # Worst first: a run's verdict is the worst status among its checks.
 STATUS_ORDER: tuple[Status, ...] = ("error", "fail", "warn", "pass")
@@ -63,6 +64,19 @@ class Sidecar:
     ended_at: str | None = None
     duration_s: float | None = None
     skipped: str | None = None  # why the step did not run, when it did not
+
+    def problem(self) -> tuple[StepProblem, str] | None:
+        """What went wrong with the step, most telling first, with its detail: the skip reason,
+        the time limit text (" after 60 s"), or the exit status; None when it ran and exited 0."""
+        if self.skipped:
+            return "skipped", self.skipped
+        if self.timed_out:
+            return "timed_out", f" after {self.timeout_s:g} s" if self.timeout_s is not None else ""
+        if self.exit_code is None:
+            return "unfinished", "killed, host lost, or still running"
+        if self.exit_code != 0:
+            return "exit_status", str(self.exit_code)
+        return None
 
 
 @dataclass

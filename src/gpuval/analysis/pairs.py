@@ -171,17 +171,16 @@ class Try:
 
 
 def _sidecar_problem(raw: RawFile) -> tuple[Outcome, str] | None:
-    sidecar = raw.sidecar
-    if sidecar is None:
+    """Skipped, timed out or unfinished; a non-zero exit status is judged from the output."""
+    problem = raw.sidecar.problem() if raw.sidecar else None
+    if problem is None or problem[0] == "exit_status":
         return None
-    if sidecar.skipped:
-        return "skipped", f"skipped: {sidecar.skipped}"
-    if sidecar.timed_out:
-        limit = f" after {sidecar.timeout_s:g} s" if sidecar.timeout_s is not None else ""
-        return "failed", f"timed out{limit}"
-    if sidecar.exit_code is None:
-        return "failed", "did not finish (no exit status: killed, host lost, or still running)"
-    return None
+    kind, detail = problem
+    if kind == "skipped":
+        return "skipped", f"skipped: {detail}"
+    if kind == "timed_out":
+        return "failed", f"timed out{detail}"
+    return "failed", f"did not finish (no exit status: {detail})"
 
 
 Measured = tuple[Outcome, float | None, str]  # outcome, value, why there is no value
