@@ -77,7 +77,10 @@ def run_benchmark(
         command, cwd=REPO, env=environment, capture_output=True, text=True, check=False
     )
     seconds = time.monotonic() - started
-    return PlaybookRun(done.returncode, done.stdout + done.stderr, seconds, reports / run_id)
+    output = done.stdout + done.stderr
+    reports.mkdir(parents=True, exist_ok=True)
+    (reports / f"{run_id}.ansible.log").write_text(output)  # kept for a failing test's reader
+    return PlaybookRun(done.returncode, output, seconds, reports / run_id)
 
 
 def record_timings(label: str, first: PlaybookRun, second: PlaybookRun) -> None:
