@@ -14,7 +14,7 @@ SAMPLE_RUN := tests/data/sample-run
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .PHONY: run test lint unit system-deps sample-report bench clean ansible-lint syntax-check molecule \
-  test-fixtures benchmark
+  test-fixtures
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,17 +26,19 @@ $(STAMP): pyproject.toml
 system-deps:
 	bash tests/setup/system-packages.sh
 
-## run: render the report of the bundled sample run (real published outputs) into reports/
+## run: the whole validation run on this machine (playbooks/benchmark.yml, inventory/local.ini).
+## Without GPUs the GPU phases are skipped and nothing can be measured (verdict ERROR): the run
+## still succeeds, since its job here is the report; acceptance runs fail on ERROR (role report).
 run: $(STAMP)
+	$(BIN)/ansible-playbook -i inventory/local.ini playbooks/benchmark.yml \
+	  -e '{"report_fail_on_verdict": ["fail"]}' $(ARGS)
+
+## sample-report: render the bundled sample run (real published outputs) into reports/sample-run
+sample-report: $(STAMP)
 	rm -rf reports/sample-run && mkdir -p reports && cp -r $(SAMPLE_RUN) reports/sample-run
 	$(BIN)/gpuval report reports/sample-run; status=$$?; \
 	  echo "report: $(CURDIR)/reports/sample-run/report.html"; \
 	  [ $$status -le 1 ]
-
-## benchmark: the whole validation run on this machine (playbooks/benchmark.yml, inventory/local.ini);
-## on a machine without GPU the GPU phases are skipped and the report says so. ARGS: more options.
-benchmark: $(STAMP)
-	$(BIN)/ansible-playbook -i inventory/local.ini playbooks/benchmark.yml $(ARGS)
 
 ## test: lint, type-check and the whole pytest suite (browser and simulated-host tests included)
 test: $(STAMP) system-deps lint ansible-lint syntax-check molecule
