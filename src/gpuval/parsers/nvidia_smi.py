@@ -13,7 +13,7 @@ import re
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 
-from gpuval.parsers.text import Line, iter_lines, parse_int, parse_number
+from gpuval.parsers.text import DETECT_WINDOW, Line, iter_lines, parse_int, parse_number
 from gpuval.records.base import ParseResult
 from gpuval.records.nvidia_smi import (
     MigDevice,
@@ -39,11 +39,11 @@ _ABSENT = {
 
 
 def detect(text: str) -> tuple[str, int] | None:
-    if "<nvidia_smi_log" in text:
+    head = text[:DETECT_WINDOW]
+    if "<nvidia_smi_log" in head:
         return XML, 95
-    if "NVIDIA-SMI" in text and "Driver Version" in text:
+    if "NVIDIA-SMI" in head and "Driver Version" in head:
         return TABLE, 90
-    head = text[:1_000_000]
     if _NVLINK_LINK.search(head) and _NVLINK_GPU.search(head):
         return NVLINK, 85
     if _csv_header_line(head.splitlines()[:20]) is not None:

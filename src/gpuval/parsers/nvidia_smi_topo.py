@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from gpuval.parsers.text import Line, iter_lines
+from gpuval.parsers.text import DETECT_WINDOW, Line, iter_lines
 from gpuval.records.base import ParseResult
 from gpuval.records.topology import TopologyRun
 
@@ -37,11 +37,12 @@ _TOPO_CELL_AFTER_GPU0 = re.compile(r"GPU0\s+(?:X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC|
 
 
 def detect(text: str) -> tuple[str, int] | None:
+    text = text[:DETECT_WINDOW]
     if "GPU0" not in text:
         return None
     if "CPU Affinity" in text or "= Self" in text:
         return TOOL, 85
-    if _TOPO_CELL_AFTER_GPU0.search(text[:1_000_000]):
+    if _TOPO_CELL_AFTER_GPU0.search(text):
         return TOOL, 70
     return None
 

@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from gpuval.parsers.text import Line, iter_lines
+from gpuval.parsers.text import DETECT_WINDOW, Line, iter_lines
 from gpuval.records.base import ParseResult
 from gpuval.records.p2p import READS_SUFFIX, Matrix, P2PDevice, P2PRun, PeerAccess
 
@@ -65,6 +65,7 @@ class _Block:
 
 
 def detect(text: str) -> tuple[str, int] | None:
+    text = text[:DETECT_WINDOW]
     if _BANNER in text:
         return TOOL, 95
     if ("P2P=Enabled" in text or "P2P=Disabled" in text) and "Matrix" in text:

@@ -11,6 +11,13 @@ from dataclasses import dataclass
 _PREFIX = re.compile(r"^(?:\[\d+,\d+\]<(?:stdout|stderr)>:\s?|\[[^\]\s]+:\d+\]:\s?)")
 
 
+# How much of a file the detectors of inventory tools (p2pBandwidthLatencyTest, nvidia-smi) read:
+# their whole output fits well within it, while a benchmark log can run to 100 MB and would cost
+# each detector a full scan. Benchmark detectors still scan everything: their markers may follow
+# megabytes of NCCL INFO lines.
+DETECT_WINDOW = 1 << 20
+
+
 @dataclass(frozen=True, slots=True)
 class Line:
     """One line of input, with its 1-based number in the file and launcher prefixes removed."""
