@@ -182,8 +182,10 @@ def test_run_without_gpu_completes_and_reports_the_skipped_phases(
         assert run.output.count("internode benchmarks skipped: no usable GPU on node1") == 1
         assert "no usable GPU" in str(sidecar(run, "node1", "internode-nccl-sendrecv")["skipped"])
         assert not (run.run_dir / "raw" / "node2" / "internode-nccl-sendrecv.meta.json").exists()
-        assert summary(run)["verdict"] == "error"
-        assert "gpuval verdict ERROR" in run.output
+        # No GPU phase measured anything, but the pair tests measured the network between the
+        # nodes: evidence, so not ERROR; every skipped GPU step is a warning.
+        assert summary(run)["verdict"] == "warn"
+        assert "gpuval verdict WARN" in run.output
         report = (run.run_dir / "report.html").read_text()
         assert "no usable GPU on this host" in report
 
