@@ -223,8 +223,10 @@ def test_recorded_gpu_outputs_run_through_to_a_report_with_their_numbers(
         assert (run.run_dir / "report.html").is_file()
         # The verdict is FAIL for reasons of the recording, not of the suite: the doubles have no
         # recorded `nvidia-smi -q -x` / `nvlink -s` (they exit 2, as a broken tool would), and the
-        # single-node recording replayed across nodes shows NET/Socket where RDMA is expected.
+        # single-node recording replayed across nodes (the internode run, and the node1--node2
+        # pair run of the pair phase) shows NET/Socket where RDMA is expected.
         assert summary(run)["verdict"] == "fail"
         assert failing_sources(run) == {
-            "nvidia-smi-query.xml", "nvidia-smi-nvlink.txt", "internode-nccl-all_reduce.txt"
+            "nvidia-smi-query.xml", "nvidia-smi-nvlink.txt", "internode-nccl-all_reduce.txt",
+            "pair-nccl-r1-node1--node2-try1.txt",
         }  # fmt: skip
