@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from gpuval import cli
 from gpuval.parsers import all_reduce_bench
 from gpuval.records.base import ParseResult
 from gpuval.schema import validate
@@ -197,12 +196,3 @@ def test_legacy_per_trial_output_is_reported_unsupported() -> None:
 def test_garbage_never_raises(text: str) -> None:
     result = parse(text)
     assert result.runs == [] and result.errors
-
-
-@pytest.mark.parametrize("path", REAL_FILES, ids=lambda p: p.name)
-def test_real_files_detected_and_parsed_through_cli(
-    path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    assert all_reduce_bench.detect(path.read_text()) is not None
-    assert cli.main(["parse", str(path)]) == 0
-    assert '"tool": "all_reduce_bench"' in capsys.readouterr().out

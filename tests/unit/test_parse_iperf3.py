@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from gpuval import cli
 from gpuval.parsers import iperf3
 from gpuval.records.base import ParseResult
 from gpuval.schema import validate
@@ -167,12 +166,3 @@ def test_document_without_end_is_warned() -> None:
 def test_bad_input_never_raises(text: str) -> None:
     result = parse(text)
     assert result.errors or result.warnings
-
-
-@pytest.mark.parametrize("path", REAL_FILES, ids=lambda p: p.name)
-def test_files_detected_and_parsed_through_cli(
-    path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    assert iperf3.detect(path.read_text()) is not None
-    assert cli.main(["parse", str(path)]) == 0
-    assert '"tool": "iperf3"' in capsys.readouterr().out

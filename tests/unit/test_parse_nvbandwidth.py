@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from gpuval import cli
 from gpuval.parsers import nvbandwidth
 from gpuval.records.base import ParseResult
 from gpuval.schema import validate
@@ -180,15 +179,3 @@ def test_short_row_is_warned_and_the_test_left_incomplete() -> None:
 def test_bad_input_never_raises(text: str) -> None:
     result = parse(text)
     assert result.errors or result.warnings
-
-
-@pytest.mark.parametrize("path", REAL_FILES, ids=lambda p: p.name)
-def test_files_detected_and_parsed_through_cli(
-    path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    assert nvbandwidth.detect(path.read_text()) == (
-        "nvbandwidth",
-        95 if "azure" not in path.name else 80,
-    )
-    assert cli.main(["parse", str(path)]) == 0
-    assert '"tool": "nvbandwidth"' in capsys.readouterr().out
