@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -273,9 +274,10 @@ def pair_outcomes(latest: Sequence[dict[str, Any]]) -> dict[tuple[str, str], boo
 
 
 def all_nodes_outcome(files: Sequence[Any], host: str, step: str) -> dict[str, str]:
-    from gpuval.analysis.pairs import collective_bench_checks, step_name
+    from gpuval.checks.cluster import allnodes_bench_checks
+    from gpuval.checks.thresholds import DEFAULTS
 
-    mine = [f for f in files if f.host == host and step_name(f) == step]
+    mine = [f for f in files if f.host == host and f.step == step]
     if not mine:
         return {"status": "missing", "reason": f"no {step} output from {host}"}
     sidecar = mine[0].sidecar
@@ -284,7 +286,7 @@ def all_nodes_outcome(files: Sequence[Any], host: str, step: str) -> dict[str, s
             "timed out" if sidecar.timed_out else f"exit status {sidecar.exit_code}"
         )
         return {"status": "fail", "reason": f"{step} on {host}: {why}"}
-    checks = collective_bench_checks(mine)
+    checks, _ = allnodes_bench_checks(mine, None, DEFAULTS)
     if not checks:
         return {"status": "fail", "reason": f"{step} on {host}: no result in its output"}
     failing = [c for c in checks if c.status == "fail"]
@@ -292,7 +294,7 @@ def all_nodes_outcome(files: Sequence[Any], host: str, step: str) -> dict[str, s
 
 
 def mpi_preflight_outcome(files: Sequence[Any]) -> dict[str, Any]:
-    from gpuval.analysis.pairs import mpi_preflight_checks
+    from gpuval.checks.cluster import mpi_preflight_checks
 
     checks = mpi_preflight_checks(files)
     summary = [c for c in checks if c.check_id == "mpi-preflight"]
@@ -343,14 +345,16 @@ def next_stage(
 
 
 def judge(params: dict[str, Any]) -> dict[str, Any]:
-    from gpuval.analysis.pairs import PairThresholds, analyse_pairs
-    from gpuval.analysis.thresholds import load_thresholds
+    from gpuval.checks.pairs import PairThresholds, analyse_pairs
+    from gpuval.checks.thresholds import load_thresholds
     from gpuval.runfolder import read_run_folder
 
     run_dir = Path(params["run_dir"])
     folder = read_run_folder(run_dir)
     suite = load_thresholds(Path(params["thresholds"]) if params["thresholds"] else None)
-    thresholds = PairThresholds(suite.pair_low_fraction, params["max_tries"])
+    thresholds = PairThresholds.from_thresholds(
+        dataclasses.replace(suite, pair_max_tries=params["max_tries"])
+    )
     expected = (
         folder.meta.get("expected") if isinstance(folder.meta.get("expected"), dict) else None
     )

@@ -9,6 +9,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gpuval import __version__, parsers
+from gpuval.checks.model import Status
+
+FAIL_ON: tuple[Status, ...] = ("fail", "unjudged", "warn")  # the --fail-on choices, strictest last
 
 EXIT_OK = 0
 EXIT_FAIL = 1
@@ -26,10 +29,18 @@ The tool is detected from the content unless --tool names it.
 Exit status: 0 the file was recognised (even if it records a failed run), 2 it was not."""
 
 REPORT_HELP = """\
-Normalise a run folder (RUN_DIR/raw/<host>/<file> plus a <file>.meta.json sidecar per raw
-output), judge it, and write results.json, measurements.csv, summary.json, junit.xml and
+Judge a run folder (RUN_DIR/run.json and RUN_DIR/raw/<host>/<file> plus a <file>.meta.json
+sidecar per raw output) and write results.json, measurements.csv, summary.json, junit.xml and
 report.html into RUN_DIR (or --out). Re-running it re-renders from the raw folder alone.
-Exit status: 0 pass, 1 fail, 2 error (unreadable run folder, or no measurement at all)."""
+
+Verdicts, worst first: error (bad input, or nothing measured), fail, unjudged (measured, but no
+trustworthy reference: never a pass), warn, pass.
+Exit status: 2 error; 1 fail (and, with --fail-on, anything at least as bad); 0 otherwise.
+
+Examples:
+  gpuval report reports/20261122T101500Z
+  gpuval report reports/nightly --fail-on warn       # acceptance: only a clean pass exits 0
+  gpuval report reports/nightly --thresholds strict.json --out /tmp/rerendered"""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -64,6 +75,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="JSON file overriding the default verdict thresholds",
     )
     report.add_argument("--quiet", action="store_true", help="print only the verdict line")
+    report.add_argument(
+        "--fail-on",
+        choices=FAIL_ON,
+        default="fail",
+        help="the least severe verdict that exits 1 (default fail; unjudged and warn are stricter)",
+    )
 
     commands.add_parser("tools", help="list the tools whose output gpuval reads")
     return top
@@ -97,7 +114,11 @@ def _report(args: argparse.Namespace) -> int:
     from gpuval.pipeline import report_run
 
     return report_run(
-        args.run_dir, out_dir=args.out, thresholds_file=args.thresholds, quiet=args.quiet
+        args.run_dir,
+        out_dir=args.out,
+        thresholds_file=args.thresholds,
+        quiet=args.quiet,
+        fail_on=args.fail_on,
     )
 
 

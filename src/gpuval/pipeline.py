@@ -1,7 +1,10 @@
-"""`gpuval report RUN_DIR`: read the run folder, parse, judge, write the results and the report.
+"""`gpuval report RUN_DIR`: read the run folder, build the evidence, judge, write the results
+and the report. One direction: run folder -> evidence -> checks -> report.
 
-Exit status: 0 pass (warnings count as pass), 1 fail, 2 error (bad input, or nothing measured).
-Bad input never shows a traceback: it is one message saying what to do.
+Exit status: 0 pass, warn or unjudged; 1 fail; 2 error (bad input, or nothing measured).
+`fail_on="warn"` (or "unjudged") makes those verdicts, and any worse, exit 1: for acceptance
+runs that must be spotless. Bad input never shows a traceback: it is one message saying what
+to do.
 """
 
 from __future__ import annotations
@@ -14,45 +17,43 @@ from pathlib import Path
 from referencing.exceptions import Unresolvable
 
 from gpuval import __version__
-from gpuval.analysis.checks import judge_run
-from gpuval.analysis.model import STATUS_ORDER, Check, RunResults, Status, worst
-from gpuval.analysis.pairs import (
-    PairThresholds,
-    analyse_pairs,
-    collective_bench_checks,
-    mpi_preflight_checks,
-)
-from gpuval.analysis.thresholds import Thresholds, ThresholdsError, load_thresholds
-from gpuval.normalise import host_facts, write_measurements, write_results
+from gpuval.checks import judge_run
+from gpuval.checks.model import STATUS_ORDER, Check, Status, at_least_as_bad, worst
+from gpuval.checks.thresholds import Thresholds, ThresholdsError, load_thresholds
+from gpuval.evidence import build_evidence
 from gpuval.report import write_report_files
+from gpuval.report.tables import write_measurements
+from gpuval.results import RunResults, write_results
 from gpuval.runfolder import RunFolder, RunFolderError, read_run_folder
 from gpuval.schema import SchemaError
 
-EXIT_CODES: dict[Status, int] = {"pass": 0, "warn": 0, "fail": 1, "error": 2}
 MAX_FAILURES_SHOWN = 10
+
+
+def exit_code(verdict: Status, fail_on: Status = "fail") -> int:
+    """2 for error; 1 for a verdict at or worse than `fail_on`; else 0."""
+    if verdict == "error":
+        return 2
+    return 1 if at_least_as_bad(verdict, fail_on) else 0
 
 
 def build_results(folder: RunFolder, thresholds: Thresholds, generated_at: str) -> RunResults:
     """Judge a read run folder; the verdict is the worst check (no check at all: error)."""
-    facts = host_facts(folder)
-    checks, expectations = judge_run(folder, facts, thresholds)
-    expected = {host: folder.expected_steps(host) for host in folder.hosts}
-    pairs = analyse_pairs(folder.files, PairThresholds.from_thresholds(thresholds), expected)
-    checks += pairs.checks + mpi_preflight_checks(folder.files)
-    checks += collective_bench_checks(folder.files)
+    evidence = build_evidence(folder)
+    judgement = judge_run(evidence, thresholds)
     run_id = folder.meta.get("run_id")
     return RunResults(
         run_id=run_id if isinstance(run_id, str) else folder.run_dir.resolve().name,
         generated_at=generated_at,
         gpuval_version=__version__,
-        verdict=worst([c.status for c in checks]),
-        hosts=facts,
+        verdict=worst([c.status for c in judgement.checks]),
+        hosts=[host.facts() for host in evidence.hosts.values()],
         files=folder.files,
-        checks=checks,
-        expectations=expectations,
+        checks=judgement.checks,
+        expectations=judgement.expectations,
         diagnostics=folder.diagnostics,
         meta=folder.meta,
-        pairs=pairs.to_dict(),
+        pairs=judgement.pairs.to_dict(),
     )
 
 
@@ -97,14 +98,16 @@ def report_run(
     out_dir: Path | None = None,
     thresholds_file: Path | None = None,
     quiet: bool = False,
+    fail_on: Status = "fail",
 ) -> int:
-    """Judge RUN_DIR and write results.json, measurements.csv and the report; the exit code."""
+    """Judge RUN_DIR and write results.json, measurements.csv and the report; the exit code
+    (see `exit_code`)."""
     try:
         thresholds = load_thresholds(thresholds_file)
         folder = read_run_folder(run_dir)
     except (ThresholdsError, RunFolderError) as problem:
         _say(f"gpuval report: {problem}")
-        return EXIT_CODES["error"]
+        return exit_code("error")
     generated_at = datetime.now(UTC).isoformat(timespec="seconds")
     results = build_results(folder, thresholds, generated_at)
     target = out_dir or run_dir
@@ -118,13 +121,13 @@ def report_run(
             f"gpuval report: cannot write into {target}: {problem.strerror or problem}; "
             "pass a writable folder with --out"
         )
-        return EXIT_CODES["error"]
+        return exit_code("error")
     except (SchemaError, Unresolvable) as problem:
         _say(
             f"gpuval report: results.json would not match its schema, nothing written "
             f"(a gpuval bug: please report it):\n{problem}"
         )
-        return EXIT_CODES["error"]
+        return exit_code("error")
     if not quiet:
         _say(
             f"gpuval report: {run_dir}: {len(results.hosts)} host(s), {len(results.files)} file(s)"
@@ -140,4 +143,4 @@ def report_run(
             _say(f"  {check.status.upper()} {check.host} {check.check_id}: {check.reason}{at}")
         if len(bad) > MAX_FAILURES_SHOWN:
             _say(f"  ... and {len(bad) - MAX_FAILURES_SHOWN} more in {where}")
-    return EXIT_CODES[results.verdict]
+    return exit_code(results.verdict, fail_on)

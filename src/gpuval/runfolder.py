@@ -10,13 +10,63 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from gpuval import parsers
-from gpuval.analysis.model import RawFile, Sidecar
-from gpuval.analysis.pairs import read_tries
 from gpuval.records.base import Diagnostic, ParseResult
 from gpuval.schema import validator
+
+StepProblem = Literal["skipped", "timed_out", "unfinished", "exit_status"]
+
+
+@dataclass
+class Sidecar:
+    """What was run to produce one raw output (`<name>.meta.json` beside it on the node)."""
+
+    name: str
+    host: str
+    phase: str
+    raw: str | None  # raw file name in the same folder; None when the step was skipped
+    command: str | None = None
+    tool: str | None = None  # parser hint; None: detect from content
+    cwd: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    exit_code: int | None = None  # None: it did not finish (killed, host lost, still running)
+    timed_out: bool = False
+    timeout_s: float | None = None
+    started_at: str | None = None
+    ended_at: str | None = None
+    duration_s: float | None = None
+    skipped: str | None = None  # why the step did not run, when it did not
+
+    def problem(self) -> tuple[StepProblem, str] | None:
+        """What went wrong with the step, most telling first, with its detail: the skip reason,
+        the time limit text (" after 60 s"), or the exit status; None when it ran and exited 0."""
+        if self.skipped:
+            return "skipped", self.skipped
+        if self.timed_out:
+            return "timed_out", f" after {self.timeout_s:g} s" if self.timeout_s is not None else ""
+        if self.exit_code is None:
+            return "unfinished", "killed, host lost, or still running"
+        if self.exit_code != 0:
+            return "exit_status", str(self.exit_code)
+        return None
+
+
+@dataclass
+class RawFile:
+    """One raw output of the run folder and what the parsers made of it."""
+
+    host: str
+    path: str  # relative to the run folder, e.g. "raw/node1/nccl-all_reduce.txt"
+    sidecar: Sidecar | None
+    parse: ParseResult | None  # None: unrecognised, missing, or a skipped step
+
+    @property
+    def step(self) -> str:
+        """The step name: the sidecar's, else the file name without its extension."""
+        return self.sidecar.name if self.sidecar else self.path.rsplit("/", 1)[-1].split(".")[0]
+
 
 SIDECAR_SUFFIX = ".meta.json"
 RUN_JSON = "run.json"
@@ -31,16 +81,20 @@ class RunFolder:
     """Everything read from a run folder, before judging."""
 
     run_dir: Path
-    meta: dict[str, Any]  # run.json, {} when absent
+    # run.json less its keys that break run.schema.json (each one a diagnostic); {} when absent
+    meta: dict[str, Any]
     hosts: list[str]  # run.json hosts and raw/ folders, sorted
-    unreachable: list[str]  # listed in run.json, no raw/<host>/ folder and no pair answered
+    without_folder: list[str]  # listed in run.json but no raw/<host>/ folder
     files: list[RawFile]
     diagnostics: list[Diagnostic] = field(default_factory=list)
 
     def expected_steps(self, host: str) -> list[str]:
-        expected = self.meta.get("expected")
-        steps = expected.get(host, []) if isinstance(expected, dict) else []
-        return [str(step) for step in steps] if isinstance(steps, list) else []
+        return [str(step) for step in self.meta.get("expected", {}).get(host, [])]
+
+    def declared(self, host: str) -> dict[str, Any]:
+        """What run.json `declared` says `host` is ({} when nothing)."""
+        declared: dict[str, Any] = self.meta.get("declared", {}).get(host, {})
+        return declared
 
 
 def _error(message: str, source: str, line: int | None = None) -> Diagnostic:
@@ -81,7 +135,33 @@ def read_run_json(run_dir: Path) -> tuple[dict[str, Any], list[Diagnostic]]:
         return {}, [problem]
     if not isinstance(document, dict):
         return {}, [_error("run.json must hold a JSON object", RUN_JSON)]
-    return document, []
+    return _schema_checked_run_json(document)
+
+
+def _schema_checked_run_json(document: dict[str, Any]) -> tuple[dict[str, Any], list[Diagnostic]]:
+    """run.json without the top-level keys whose value breaks run.schema.json, each named in an
+    error; a warning when `expected` is absent (a step that never ran cannot be noticed)."""
+    problems = sorted(
+        validator("run").iter_errors(document), key=lambda e: [str(p) for p in e.absolute_path]
+    )
+    diagnostics = [
+        _error(
+            f"key {'.'.join(map(str, p.absolute_path)) or '<root>'}: {p.message} "
+            "(run.schema.json); that key is ignored",
+            RUN_JSON,
+        )
+        for p in problems
+    ]
+    broken = {str(p.absolute_path[0]) for p in problems if p.absolute_path}
+    kept = {key: value for key, value in document.items() if key not in broken}
+    if "expected" not in document:
+        diagnostics.append(
+            _warning(
+                "run.json has no `expected`: a step that never ran on a host cannot be noticed",
+                RUN_JSON,
+            )
+        )
+    return kept, diagnostics
 
 
 def _sidecar_problems(document: Any, source: str) -> list[Diagnostic]:
@@ -280,17 +360,13 @@ def read_run_folder(run_dir: Path) -> RunFolder:
             host_files = []
         files += host_files
         diagnostics += problems
-    listed = meta.get("hosts")
-    listed_hosts = [str(h) for h in listed] if isinstance(listed, list) else []
+    listed_hosts = [str(h) for h in meta.get("hosts", [])]
     present = {d.name for d in host_dirs}
-    # A host whose pair tests gave a number answered, even without a folder of its own: every
-    # file of a pair lies with its first host, so the last host of a pair-only run has none.
-    answered = {h for t in read_tries(files, None) if t.value is not None for h in (t.a, t.b)}
     return RunFolder(
         run_dir=run_dir,
         meta=meta,
         hosts=sorted(present | set(listed_hosts)),
-        unreachable=sorted(set(listed_hosts) - present - answered),
+        without_folder=sorted(set(listed_hosts) - present),
         files=files,
         diagnostics=diagnostics,
     )

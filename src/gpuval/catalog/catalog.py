@@ -44,8 +44,8 @@ class GpuModel:
     interconnect: str | None  # key into the catalog's links ("nvlink4", "xgmi-mi300x"), or None
     nvlink_links: int
     nvlink_optional: bool  # bridge-connected cards: NVLink may legitimately be absent
-    nvswitch: bool  # every pair shows the full bond (NV18) through NVSwitch
     pcie_gen: int
+    pcie_width: int  # lanes of the card's host link by its spec (16), whatever the slot gives
     source: str
     nvlink_per_link_per_direction_gbps: float | None = None  # overrides the generation's rate
 
@@ -67,14 +67,25 @@ class GpuModel:
 
 
 @cache
-def _document() -> dict[str, Any]:
+def document() -> dict[str, Any]:
     text = resources.files("gpuval.catalog").joinpath("hardware.json").read_text(encoding="utf-8")
     document: dict[str, Any] = json.loads(text)
     return document
 
 
+def source_text(source: str) -> str:
+    """A catalog `source` with each leading source key ("ml-eng", "nvidia-dgx-1") of its
+    '; '-separated parts spelled out from the catalog's `sources` (which hold the URLs)."""
+    named: dict[str, str] = document()["sources"]
+    parts = []
+    for part in source.split("; "):
+        key = part.split(" ", 1)[0].rstrip(":")
+        parts.append(part.replace(key, f"{key} [{named[key]}]", 1) if key in named else part)
+    return "; ".join(parts)
+
+
 def _links() -> dict[str, dict[str, Any]]:
-    links: dict[str, dict[str, Any]] = _document()["links"]
+    links: dict[str, dict[str, Any]] = document()["links"]
     return links
 
 
@@ -89,12 +100,12 @@ def gpu_models() -> tuple[GpuModel, ...]:
             interconnect=entry["interconnect"],
             nvlink_links=entry["nvlink_links"],
             nvlink_optional=entry["nvlink_optional"],
-            nvswitch=entry["nvswitch"],
             pcie_gen=entry["pcie_gen"],
-            source=entry["source"],
+            pcie_width=entry["pcie_width"],
+            source=source_text(entry["source"]),
             nvlink_per_link_per_direction_gbps=entry.get("nvlink_per_link_per_direction_gbps"),
         )
-        for entry in _document()["gpus"]
+        for entry in document()["gpus"]
     )
 
 
@@ -123,7 +134,7 @@ def pcie_peak(generation: int, width: int = 16) -> Peak | None:
         per_direction_gbps=round(x16 * width / 16, 4),
         basis=f"PCIe {generation} x{width}: {x16:g} GB/s per direction at x16"
         + ("" if width == 16 else f", scaled to {width} lanes"),
-        source=str(link["source"]),
+        source=source_text(str(link["source"])),
         link=f"PCIe {generation} x{width}",
     )
 
@@ -200,41 +211,23 @@ def collective_peak(links: Sequence[Sequence[str]], gpu: GpuModel | None) -> Pea
             per_direction_gbps=float(link["per_gpu_per_direction_gbps"]),
             basis=f"AMD XGMI {gpu.model}: {link['per_peer_per_direction_gbps']:g} GB/s x "
             f"{link['peers']} peers per direction",
-            source=str(link["source"]),
+            source=source_text(str(link["source"])),
             link="XGMI",
         )
     if not _nvlink_connected(links):
         return pcie_peak(gpu.pcie_gen)
     per_gpu = [_per_gpu_links(row, gpu) for row in links]
     slowest = min(per_gpu)
-    label = f"NV{slowest}" + (" per GPU through NVSwitch" if gpu.nvswitch else " per GPU")
-    return _nvlink_peak(slowest, gpu, label)
+    return _nvlink_peak(slowest, gpu, f"NV{slowest} per GPU")
 
 
 def nic_peak(rate_gbit: float, link_layer: str | None = None) -> Peak:
     """Per-direction peak of one NIC port from its signalling rate in Gb/s (ibstat "Rate")."""
     kind = "ethernet" if (link_layer or "").lower() == "ethernet" else "infiniband"
-    for key, nic in _document()["nics"].items():
+    for key, nic in document()["nics"].items():
         if nic["kind"] == kind and float(nic["gbit_per_s"]) == rate_gbit:
             name = key.split("-", 1)[1].upper()
             label = f"{name} InfiniBand" if kind == "infiniband" else f"{name} Ethernet"
             basis = f"{label}: {rate_gbit:g} Gb/s / 8"
             return Peak(rate_gbit / 8, basis, str(nic["source"]), label)
     return Peak(rate_gbit / 8, f"{rate_gbit:g} Gb/s / 8", "line rate", f"{rate_gbit:g} Gb/s NIC")
-
-
-def internode_peak(ports: Sequence[tuple[float, str | None]], gpus_per_node: int) -> Peak | None:
-    """Per-GPU per-direction share of a node's NIC ports, given as (rate in Gb/s, link layer):
-    what inter-node busbw can reach (8 GPUs with 8x NDR: 400 GB/s per node, 50 per GPU)."""
-    if not ports or gpus_per_node < 1:
-        return None
-    peaks = [nic_peak(rate, layer) for rate, layer in ports]
-    total = sum(peak.per_direction_gbps for peak in peaks)
-    kinds = sorted({peak.link for peak in peaks})
-    return Peak(
-        per_direction_gbps=total / gpus_per_node,
-        basis=f"{len(peaks)} NIC port(s) ({', '.join(kinds)}) = {total:g} GB/s per node per "
-        f"direction, shared by {gpus_per_node} GPU(s)",
-        source="; ".join(sorted({peak.source for peak in peaks})),
-        link=", ".join(kinds),
-    )

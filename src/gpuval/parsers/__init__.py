@@ -28,6 +28,7 @@ PARSER_MODULES = (
     "iperf3",
     "gpuval_bench",
     "software_versions",
+    "sysfs_net",
 )
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from gpuval.analysis.model import RunResults
-from gpuval.analysis.thresholds import DEFAULTS, Thresholds
+from gpuval.checks.thresholds import DEFAULTS, Thresholds
 from gpuval.report.html import render_report
 from gpuval.report.junit import junit_xml
 from gpuval.report.summary import build_summary
+from gpuval.results import RunResults
 
 __all__ = ["write_report_files"]
 

@@ -13,10 +13,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuval.analysis.checks import collective_name, is_multinode
-from gpuval.analysis.model import CLUSTER, Expectation, RunResults
-from gpuval.analysis.thresholds import Thresholds
-from gpuval.normalise import tool_runs
+from gpuval.checks.model import CLUSTER, Expectation
+from gpuval.checks.references import collective_name, is_multinode, run_hosts
+from gpuval.checks.thresholds import Thresholds
+from gpuval.records.nccl import NcclRun
+from gpuval.report.tables import ToolRun, tool_runs
+from gpuval.results import RunResults
 
 Figure = dict[str, Any]
 
@@ -113,6 +115,14 @@ def _number(value: Any) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
+def _what_ran(run: ToolRun) -> tuple[bool, str]:
+    """(across nodes?, collective) as the judge reads them from the run's record."""
+    record = run.file.parse.runs[run.index] if run.file.parse else None
+    if isinstance(record, NcclRun):
+        return is_multinode(run.file, run_hosts(record)), collective_name(record, run.file)
+    return False, str(run.data.get("collective") or "all_reduce")
+
+
 def busbw_series(results: RunResults) -> list[BusbwSeries]:
     found = []
     for run in tool_runs(results.files, frozenset([*NCCL_TOOLS, BENCH_TOOL])):
@@ -125,12 +135,13 @@ def busbw_series(results: RunResults) -> list[BusbwSeries]:
             if isinstance(size, int) and size > 0 and busbw is not None:
                 points.append((size, busbw))
         points.sort()
+        multinode, collective = _what_ran(run)
         found.append(
             BusbwSeries(
                 tool=run.tool,
                 host=run.host,
-                multinode=is_multinode(run),
-                collective=collective_name(run),
+                multinode=multinode,
+                collective=collective,
                 source=run.file.path,
                 sizes=tuple(p[0] for p in points),
                 busbw_gbps=tuple(p[1] for p in points),
@@ -377,16 +388,14 @@ def heatmap_figure(title: str, matrix: list[list[float | None]], unit: str) -> F
 
 
 def series_peak(expectations: list[Expectation], series: BusbwSeries) -> Expectation | None:
-    """The per-direction peak a run is judged against: its host's expectation of the same kind
-    ('internode...' for multi-node runs, else a collective one), never a p2p pair's."""
-    candidates = [
-        e
-        for e in expectations
-        if e.host in (series.host, CLUSTER) and not e.subject.startswith("p2p")
-    ]
-    same_kind = [e for e in candidates if e.subject.startswith("internode") == series.multinode]
-    chosen = same_kind or candidates
-    return chosen[0] if chosen else None
+    """The per-direction peak a run was judged against: its host's expectation for the same
+    collective, inside or across nodes."""
+    scope = "internode" if series.multinode else "intranode"
+    subject = f"{scope} {series.collective}"
+    return next(
+        (e for e in expectations if e.host in (series.host, CLUSTER) and e.subject == subject),
+        None,
+    )
 
 
 # Pair matrices: cells shrink with the host count so 100+ hosts fit a page; values are written

@@ -13,9 +13,10 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from gpuval.analysis.model import Check, Expectation, HostFacts, RunResults, Sidecar
-from gpuval.analysis.pairs import KINDS, reference_name
-from gpuval.analysis.thresholds import DEFAULTS, Thresholds
+from gpuval.checks.model import Check, Expectation
+from gpuval.checks.pairs import KINDS, reference_name
+from gpuval.checks.thresholds import DEFAULTS, Thresholds
+from gpuval.evidence import HostFacts
 from gpuval.report import charts
 from gpuval.report.summary import (
     BUSBW_PREFIX,
@@ -32,6 +33,8 @@ from gpuval.report.summary import (
     sort_checks,
     status_counts,
 )
+from gpuval.results import RunResults
+from gpuval.runfolder import Sidecar
 from gpuval.schedule import natural_key
 
 # With more hosts than this, per-host charts are drawn only for the worst ones.

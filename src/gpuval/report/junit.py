@@ -8,9 +8,10 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from gpuval.analysis.model import CLUSTER, Check, RunResults
-from gpuval.analysis.pairs import reference_name
+from gpuval.checks.model import CLUSTER, Check
+from gpuval.checks.pairs import reference_name
 from gpuval.report.summary import host_names, sort_checks, status_counts
+from gpuval.results import RunResults
 
 # XML 1.0 forbids most control characters (ANSI colour codes in logs would make the file
 # unreadable); ElementTree escapes markup but writes these through as they are.

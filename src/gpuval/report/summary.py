@@ -10,10 +10,11 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from gpuval.analysis.model import CLUSTER, STATUS_ORDER, Check, RunResults, Status, worst
-from gpuval.analysis.thresholds import DEFAULTS, Thresholds
+from gpuval.checks.model import CLUSTER, STATUS_ORDER, Check, Status, worst
+from gpuval.checks.thresholds import DEFAULTS, Thresholds
 from gpuval.records.base import Diagnostic, to_jsonable
 from gpuval.report.charts import busbw_series, p2p_runs
+from gpuval.results import RunResults
 
 SCHEMA_VERSION = 1
 P2P_METRIC = "p2p_min_unidirectional_gbps"
@@ -209,6 +210,7 @@ def build_summary(results: RunResults, thresholds: Thresholds = DEFAULTS) -> dic
         "verdict": results.verdict,
         "counts": status_counts(checks),
         "failing_checks": [_check_entry(c) for c in checks if c.status in ("error", "fail")],
+        "unjudged_checks": [_check_entry(c) for c in checks if c.status == "unjudged"],
         "warning_checks": [_check_entry(c) for c in checks if c.status == "warn"],
         "hosts": [
             {"name": r.name, "status": r.status, "counts": r.counts, "metrics": r.metrics}

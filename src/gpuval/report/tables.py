@@ -1,14 +1,10 @@
-"""Normalise a judged run: results.json (the whole RunResults, schema-validated) and the long
-tables (measurements.csv) that the report and notebooks read. Also the typed views of parsed
-runs that the checks and tables share, and the HostFacts gathered from them.
-
-Tables are pure functions returning DataFrames; nothing here judges.
+"""The long tables (measurements.csv) that the report's charts and notebooks read: every
+measured number as printed, one row per size, matrix cell or pair try; and the JSON views of
+parsed runs the charts draw from. Views only: nothing here judges.
 """
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,12 +12,9 @@ from typing import Any
 
 import pandas as pd
 
-from gpuval.analysis.model import HostFacts, RawFile, RunResults
-from gpuval.analysis.pairs import read_tries
-from gpuval.catalog import identify_gpu
+from gpuval.checks.pairs import read_tries
 from gpuval.records.base import to_jsonable
-from gpuval.runfolder import RunFolder
-from gpuval.schema import validate
+from gpuval.runfolder import RawFile
 
 NCCL_TOOLS = frozenset({"nccl-tests", "rccl-tests"})
 P2P_TOOLS = frozenset({"p2pBandwidthLatencyTest"})
@@ -89,131 +82,6 @@ def number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value)
-
-
-# ---------------------------------------------------------------- host facts
-
-
-def _first_text(values: Iterable[Any]) -> str | None:
-    for value in values:
-        if isinstance(value, str) and value.strip():
-            return value.strip()
-    return None
-
-
-def _gpu_names(runs: list[ToolRun]) -> list[str]:
-    """GPU names from nvidia-smi, p2p and benchmark device lists, preflight outputs first."""
-    names: list[str] = []
-    for run in runs:
-        for key in ("gpus", "devices"):
-            for device in as_list(run.data.get(key)):
-                name = as_dict(device).get("name") or as_dict(device).get("product_name")
-                if isinstance(name, str) and name.strip():
-                    names.append(name.strip())
-        env = as_dict(run.data.get("environment"))
-        if isinstance(env.get("device_name"), str):
-            names.append(env["device_name"])
-        elif isinstance(env.get("hardware"), str):
-            match = re.search(r"name='([^']+)'", env["hardware"])
-            if match:
-                names.append(match.group(1))
-    return names
-
-
-def _declared_model(meta: dict[str, Any], host: str) -> str | None:
-    """run.json config.hardware.<host>.gpu_model: the inventory's word when no output names it."""
-    hardware = as_dict(as_dict(meta.get("config")).get("hardware"))
-    declared = as_dict(hardware.get(host)).get("gpu_model")
-    return declared if isinstance(declared, str) else None
-
-
-def _gpu_count(runs: list[ToolRun]) -> int | None:
-    """GPUs of the host: nvidia-smi's list, else topo's GPU columns, else p2p's num_gpus, else
-    the devices of a single-host benchmark (a multi-host run lists other hosts' GPUs too)."""
-    counts: dict[str, int] = {}
-    for run in runs:
-        if run.tool in SMI_TOOLS:
-            found = len(as_list(run.data.get("gpus")))
-        elif run.tool in TOPO_TOOLS:
-            found = sum(str(d).startswith("GPU") for d in as_list(run.data.get("devices")))
-        elif run.tool in P2P_TOOLS:
-            found = int(number(run.data.get("num_gpus")) or 0)
-        elif run.tool in NCCL_TOOLS and len(as_list(run.data.get("hosts"))) <= 1:
-            found = len(as_list(run.data.get("devices")))
-        else:
-            continue
-        kind = "smi" if run.tool in SMI_TOOLS else run.tool
-        counts[kind] = max(counts.get(kind, 0), found)
-    for kind in ("smi", "nvidia-smi-topo", "p2pBandwidthLatencyTest", "nccl-tests", "rccl-tests"):
-        if counts.get(kind):
-            return counts[kind]
-    return None
-
-
-def _versions(runs: list[ToolRun], keys: tuple[str, ...]) -> str | None:
-    values = []
-    for run in runs:
-        for key in keys:
-            values.append(run.data.get(key))
-            values.append(as_dict(run.data.get("environment")).get(key.split("_")[0]))
-    return _first_text(values)
-
-
-_NCCL_VERSION = re.compile(r"(\d+)\s*[.,]\s*(\d+)\s*[.,]\s*(\d+)")
-
-
-def nccl_version_number(text: str | None) -> str | None:
-    """'2.26.2+cuda12.8' (NCCL_DEBUG) and '(2, 26, 2)' (torch) both -> '2.26.2', so hosts
-    read by different tools compare equal."""
-    match = _NCCL_VERSION.search(text or "")
-    return ".".join(match.groups()) if match else text
-
-
-def _software_version(runs: list[ToolRun], component: str, named: bool = False) -> str | None:
-    """The version a preflight probe found ("Open MPI 4.1.4" when `named`)."""
-    for run in runs:
-        if run.tool in VERSION_TOOLS and run.data.get("component") == component:
-            version, name = run.data.get("version"), run.data.get("implementation")
-            if isinstance(version, str):
-                return f"{name} {version}" if named and isinstance(name, str) else version
-    return None
-
-
-def host_facts(folder: RunFolder) -> list[HostFacts]:
-    """What each host is, from its nvidia-smi, topo and benchmark outputs (and run.json)."""
-    facts = []
-    for host in folder.hosts:
-        runs = list(tool_runs(f for f in folder.files if f.host == host))
-        ordered = sorted(runs, key=lambda r: r.tool not in SMI_TOOLS)  # preflight first
-        names = _gpu_names(ordered)
-        name = names[0] if names else None
-        declared = _declared_model(folder.meta, host)
-        model = identify_gpu(name) or identify_gpu(declared)
-        facts.append(
-            HostFacts(
-                name=host,
-                reachable=host not in folder.unreachable,
-                gpu_model=model.model if model else declared,
-                gpu_count=_gpu_count(ordered),
-                driver_version=_versions(ordered, ("driver_version",)),
-                cuda_version=_versions(ordered, ("cuda_version",)),
-                nccl_version=nccl_version_number(
-                    _versions(
-                        [r for r in ordered if r.tool in NCCL_TOOLS]
-                        + [r for r in ordered if r.tool in BENCH_TOOLS],
-                        ("nccl_version",),
-                    )
-                    or _software_version(ordered, "nccl")
-                ),
-                mpi_version=_software_version(ordered, "mpi", named=True),
-                cuda_toolkit_version=_software_version(ordered, "cuda-toolkit"),
-                nccl_tests_version=_versions(
-                    [r for r in ordered if r.tool in NCCL_TOOLS], ("nccl_tests_version",)
-                ),
-                gpu_name=name,
-            )
-        )
-    return facts
 
 
 # ---------------------------------------------------------------- tables
@@ -327,29 +195,6 @@ def measurements(files: Iterable[RawFile]) -> pd.DataFrame:
     for column in ("nranks", "size_bytes", "count", "wrong", "src", "dst", "line", "run", "try"):
         frame[column] = frame[column].astype("Int64")
     return frame
-
-
-# ---------------------------------------------------------------- results.json
-
-
-def results_document(results: RunResults) -> dict[str, Any]:
-    """The results.json document (schema: results.schema.json)."""
-    document = to_jsonable(results)
-    document["schema_version"] = 1
-    document["files"] = [
-        {**to_jsonable(raw), "parse": raw.parse.to_dict() if raw.parse else None}
-        for raw in results.files
-    ]
-    return dict(document)
-
-
-def write_results(results: RunResults, out_dir: Path) -> Path:
-    """Validate and write results.json; deterministic (sorted keys, fixed indent)."""
-    document = results_document(results)
-    validate(document, "results")
-    path = out_dir / "results.json"
-    path.write_text(json.dumps(document, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    return path
 
 
 def write_measurements(files: Iterable[RawFile], out_dir: Path) -> Path:

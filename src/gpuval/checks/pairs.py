@@ -1,44 +1,35 @@
-"""Find the bad node: pair tests (iperf3, the all-reduce benchmark, nccl-tests between two nodes)
-judged across the cluster, plus the MPI preflight and the all-nodes benchmark's correctness.
+"""Find the bad node: pair tests (iperf3, the all-reduce benchmark, nccl-tests between two
+nodes) judged against what the healthy pairs reach, and against the network itself.
 
-Step and file names (the playbooks follow this; `gpuval.schedule` gives the pairs and rounds):
-
-    pair-<kind>-r<round>-<a>--<b>-try<k>
-
-- kind: `iperf3` (tool iperf3, run with -J; Gbit/s), `allreduce` (tool gpuval-allreduce-bench,
-  busbw GB/s), `nccl` (tool nccl-tests, e.g. all_reduce_perf over the two nodes; busbw GB/s).
-- round: the schedule round (1-based); k: the try, 1 for the first run, 2.. for repeats.
-- a--b: inventory names. For iperf3 it is the direction the data flowed, sender--receiver:
-  for the pair (x, y) the client x runs `iperf3 -c y -J` (pair-iperf3-r1-x--y-try1) and
-  `iperf3 -c y -R -J` (pair-iperf3-r1-y--x-try1), both saved in raw/x/. For allreduce and nccl
-  the order does not matter; the file lies in the folder of the rank-0 host.
-- The sidecar sits beside the raw file as usual: name = the step name above, phase "network"
-  (iperf3) or "internode" (allreduce, nccl), tool "iperf3" / "gpuval-allreduce-bench" /
-  "nccl-tests". Host names must not contain "--". The MPI preflight is any step with tool
-  "mpi-preflight" (phase "mpi-preflight"), e.g. raw/<first host>/mpi-preflight.txt.
-- Repeat to confirm: when a try fails (did not finish, failed, or measured low), run the
-  same step again with try<k+1>, up to the configured number of tries. Only try1 belongs in
-  run.json `expected`; a missing expected try fails its pair.
+Step and file names are `gpuval.steps`' pair steps. For iperf3 the client x of the pair (x, y)
+runs `iperf3 -c y -J` (x--y) and `iperf3 -c y -R -J` (y--x), both saved in raw/x/; the other
+kinds lie in the folder of the rank-0 host. A failed, timed-out or low try is repeated up to the
+configured number of tries; only try1 belongs in run.json `expected`.
 
 Judgement (per kind; deterministic: everything sorted, medians exact):
 - A pair's value is its best finished try; for iperf3 the weaker of its two directions.
-- The cluster median is the median pair between hosts that a first pass does not suspect (a
-  host is suspect when most of its pairs are low against the median of the pairs without it),
-  so one bad host cannot drag the reference down: with four hosts it is in half of all pairs.
-- A node is flagged when more than half of its pairs are low (below `low_fraction` of the
-  cluster median) or produced no number.
-- A low pair whose two nodes are not flagged is a bad link; a low pair of a flagged node is
-  explained by the node (warn in the pair table; no check of its own, the node's check lists it,
-  so one slow node among 100 hosts is one failure, not 99 warnings). A pair without a number
-  fails whatever else is known (fail closed).
+- What healthy pairs reach (the reference) cannot be dragged down by bad nodes, however many:
+  a node's best pair is bounded by the node itself, so the nodes whose best pair is within
+  `low_fraction` of the best node's are the strong ones, and the reference is the median pair
+  between strong nodes. With 4 hosts of which 2 are bad, the median of all pairs is a bad pair;
+  the median between strong nodes is the one healthy pair.
+- A pair is low below `low_fraction` of the reference (or when it produced no number).
+- A node is flagged when none of its pairs is healthy (a healthy pair proves both its nodes
+  healthy), or when most of its pairs are low and at least two of them cannot be put down to a
+  flagged partner.
+- A low pair of a flagged node is explained by it (the node's check lists it, so one slow node
+  among 100 hosts is one failure, not 99); a low pair between two nodes that are fine elsewhere
+  is a bad link (host `cluster`). A pair without a number fails whatever else is known.
+- Every pair is also judged against the network: iperf3 against the TCP interface's line rate,
+  nccl-tests and the NCCL all-reduce against the across-node bound of the nodes' RDMA ports. A
+  uniformly slow cluster has no bad node but fails here; so does a two-host cluster, which has one
+  pair and nothing to compare it with.
 - A pair that passed only on a later try warns and says which try; the spread across its
-  finished tries (min/median/max) is kept. Two hosts give one pair: low cannot be judged and
-  nothing can be pinned on a node.
+  finished tries (min/median/max) is kept.
 """
 
 from __future__ import annotations
 
-import re
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
@@ -46,18 +37,20 @@ from typing import Literal
 
 import pandas as pd
 
-from gpuval.analysis.model import CLUSTER, Check, RawFile, Status
-from gpuval.analysis.thresholds import DEFAULTS, Thresholds
-from gpuval.records.collective_bench import CollectiveBenchRun, MpiPreflightRun
+from gpuval.checks.model import CLUSTER, Check, Status, worst
+from gpuval.checks.nccl import nccl_problems
+from gpuval.checks.references import internode_reference
+from gpuval.checks.thresholds import DEFAULTS, Thresholds
+from gpuval.checks.wording import band_status, number_text
+from gpuval.evidence import RunEvidence
+from gpuval.records.collective_bench import CollectiveBenchRun
 from gpuval.records.nccl import NcclRun
 from gpuval.records.network import Iperf3Run
+from gpuval.runfolder import RawFile
 from gpuval.schedule import natural_key, ordered_pair
+from gpuval.steps import PairStep, pair_step
 
 Outcome = Literal["ok", "failed", "wrong", "skipped"]  # wrong: the results were wrong
-
-PAIR_STEP = re.compile(
-    r"^pair-(?P<kind>iperf3|allreduce|nccl)-r(?P<round>\d+)-(?P<a>.+?)--(?P<b>.+)-try(?P<try>\d+)$"
-)
 
 
 @dataclass(frozen=True)
@@ -82,69 +75,22 @@ KINDS = {
 
 @dataclass(frozen=True)
 class PairThresholds:
-    """The suite's pair thresholds (reasoning in gpuval.analysis.thresholds)."""
+    """The suite's pair thresholds (reasoning in gpuval.checks.thresholds)."""
 
-    low_fraction: float = DEFAULTS.pair_low_fraction  # below it of the cluster median: low
+    low_fraction: float = DEFAULTS.pair_low_fraction  # below it of the reference: low
     max_tries: int = DEFAULTS.pair_max_tries
+    line_rate_warn_fraction: float = DEFAULTS.pair_line_rate_warn_fraction
+    line_rate_fail_fraction: float = DEFAULTS.pair_line_rate_fail_fraction
+    busbw_pass_fraction: float = DEFAULTS.busbw_pass_fraction
+    busbw_fail_fraction: float = DEFAULTS.busbw_fail_fraction
 
     @classmethod
-    def from_thresholds(cls, thresholds: Thresholds | PairThresholds | None) -> PairThresholds:
-        if isinstance(thresholds, PairThresholds):
-            return thresholds
-        if thresholds is None:
-            return cls()
-        return cls(thresholds.pair_low_fraction, thresholds.pair_max_tries)
-
-
-@dataclass(frozen=True)
-class PairStep:
-    kind: str
-    round: int
-    src: str  # as named: the iperf3 sender, or the first host
-    dst: str
-    attempt: int
-
-
-def pair_step(name: str) -> PairStep | None:
-    match = PAIR_STEP.match(name)
-    if not match:
-        return None
-    kind, src, dst = match["kind"], match["a"], match["b"]
-    return PairStep(kind, int(match["round"]), src, dst, int(match["try"]))
-
-
-def step_name(raw: RawFile) -> str:
-    return raw.sidecar.name if raw.sidecar else raw.path.rsplit("/", 1)[-1].split(".")[0]
-
-
-def is_pair_file(raw: RawFile) -> bool:
-    """Pair files are judged here, tries together: the generic per-step checks must skip them,
-    or a first try that failed would fail the run although its repeat passed."""
-    return pair_step(step_name(raw)) is not None
-
-
-def reference_name(check: Check) -> str:
-    """What a check's reference is: for the pair checks the cluster median, not a peak."""
-    return "cluster median" if check.check_id.startswith("pairs.") else "reference"
-
-
-def _try_of(step: PairStep) -> tuple[str, str, str, int]:
-    return step.kind, step.src, step.dst, step.round
-
-
-def without_superseded_tries(files: Iterable[RawFile]) -> list[RawFile]:
-    """The files less the pair tries that a later try of the same step replaced: a tool's own
-    checks (nccl-tests busbw against the peak, transport) judge only the try that counts."""
-    files = list(files)
-    last: dict[tuple[str, str, str, int], int] = {}
-    for raw in files:
-        step = pair_step(step_name(raw))
-        if step:
-            last[_try_of(step)] = max(step.attempt, last.get(_try_of(step), 0))
-    return [
-        raw for raw in files
-        if (step := pair_step(step_name(raw))) is None or step.attempt == last[_try_of(step)]
-    ]  # fmt: skip
+    def from_thresholds(cls, thresholds: Thresholds) -> PairThresholds:
+        return cls(
+            thresholds.pair_low_fraction, thresholds.pair_max_tries,
+            thresholds.pair_line_rate_warn_fraction, thresholds.pair_line_rate_fail_fraction,
+            thresholds.busbw_pass_fraction, thresholds.busbw_fail_fraction,
+        )  # fmt: skip
 
 
 # ------------------------------------------------------------------ reading tries
@@ -167,7 +113,7 @@ class Try:
     value: float | None
     unit: str
     reason: str
-    low: bool = False  # finished, but below low_fraction of the median of the other pairs
+    low: bool = False  # finished, but below low_fraction of the reference
 
 
 def _sidecar_problem(raw: RawFile) -> tuple[Outcome, str] | None:
@@ -210,17 +156,20 @@ def _bench_value(runs: Sequence[object]) -> Measured:
 
 
 def _nccl_value(runs: Sequence[object]) -> Measured:
+    """The best busbw, unless the run's own output says it went wrong (the one nccl-tests
+    correctness rule, shared with the per-run checks)."""
     values = []
     for run in runs:
         if not isinstance(run, NcclRun):
             continue
-        halves = [h for r in run.rows for h in (r.out_of_place, r.in_place) if h is not None]
-        wrong = sum(h.wrong or 0 for h in halves)
-        if wrong:
-            return "wrong", None, f"wrong results: {wrong} wrong element(s) (#wrong)"
-        if not run.complete:
-            return "failed", None, "nccl-tests run cut short (no final summary)"
-        values += [h.busbw_gbps for h in halves if h.busbw_gbps is not None]
+        failing = [p for p in nccl_problems(run) if p.status == "fail"]
+        if failing:
+            wrong = failing[0].category == "correctness"
+            return ("wrong" if wrong else "failed"), None, failing[0].reason
+        values += [
+            h.busbw_gbps for r in run.rows for h in (r.out_of_place, r.in_place)
+            if h is not None and h.busbw_gbps is not None
+        ]  # fmt: skip
     return ("ok", max(values), "") if values else ("failed", None, "no busbw measured")
 
 
@@ -268,10 +217,10 @@ def read_tries(files: Iterable[RawFile], expected: Mapping[str, Sequence[str]] |
     tries: list[Try] = []
     present: set[tuple[str, str]] = set()
     for raw in files:
-        step = pair_step(step_name(raw))
+        step = pair_step(raw.step)
         if step is None:
             continue
-        present.add((raw.host, step_name(raw)))
+        present.add((raw.host, raw.step))
         tries.append(_try(step, raw.host, raw.path, _measured(raw, KINDS[step.kind])))
     for host, names in sorted((expected or {}).items()):
         for name in names:
@@ -280,13 +229,6 @@ def read_tries(files: Iterable[RawFile], expected: Mapping[str, Sequence[str]] |
                 why = "expected (run.json) but left no output and no sidecar"
                 tries.append(_try(step, host, "run.json", ("failed", None, why)))
     return sorted(tries, key=_sort_key)
-
-
-def pair_table(
-    files: Iterable[RawFile], expected: Mapping[str, Sequence[str]] | None = None
-) -> pd.DataFrame:
-    """One row per try: kind, pair, direction, round, try, outcome, value, unit, reason."""
-    return _frame(read_tries(files, expected))
 
 
 # ------------------------------------------------------------------ judging
@@ -312,10 +254,20 @@ class NodeVerdict:
     kind: str
     node: str
     pairs: list[tuple[str, float | None]]  # (other node, pair value), natural order
-    reference: float | None  # the cluster median (healthy part)
+    reference: float | None  # what the healthy pairs reach
     low: list[str]  # other nodes of its low or failed pairs
     flagged: bool
     median: float | None = None  # of its finished pairs
+
+
+@dataclass(frozen=True)
+class Absolute:
+    """A pair's reference from the network itself, in the kind's unit."""
+
+    value: float
+    basis: str
+    pass_fraction: float
+    fail_fraction: float
 
 
 @dataclass
@@ -324,16 +276,19 @@ class PairVerdict:
     a: str
     b: str
     value: float | None
-    reference: float | None  # the cluster median (healthy part)
+    reference: float | None  # what the healthy pairs reach
     status: Status
     reason: str
     measurements: list[Measurement] = field(default_factory=list)
     category: str = "bandwidth"  # correctness: wrong results; completeness: no number
     explained_by: str | None = None  # the flagged node(s) a low pair is put down to
+    absolute: Absolute | None = None
+    absolute_status: Status = "unjudged"
 
 
-def number_text(value: float) -> str:
-    return f"{value:.3g}" if abs(value) < 1000 else f"{value:.0f}"
+def reference_name(check: Check) -> str:
+    """What a check's reference is: for the pair checks what healthy pairs reach, not a peak."""
+    return "healthy pairs" if check.check_id.startswith("pairs.") else "reference"
 
 
 def percent(value: float, reference: float) -> str:
@@ -383,49 +338,54 @@ def _pairs_of(node: str, values: PairValues) -> list[tuple[str, float | None]]:
     return sorted(mine, key=lambda p: natural_key(p[0]))
 
 
-def _low_partners(
-    node: str, values: PairValues, reference: float | None, fraction: float
-) -> list[str]:
-    return [
-        other for other, v in _pairs_of(node, values)
-        if v is None or _is_low(v, reference, fraction)
-    ]  # fmt: skip
-
-
-def _mostly_low(node: str, values: PairValues, reference: float | None, fraction: float) -> bool:
-    low = _low_partners(node, values, reference, fraction)
-    return reference is not None and 2 * len(low) > len(_pairs_of(node, values))
-
-
-def cluster_reference(values: PairValues, fraction: float) -> float | None:
-    """The median pair of the healthy part of the cluster. First pass: a host is suspect when
-    most of its pairs are low against the median of the pairs without it (so one bad host
-    cannot drag its own reference down: with four hosts it is in half of all pairs). The
-    reference is then the median of the pairs between hosts not suspected. One pair (two
-    hosts) is no reference."""
-    if len(values) < 2:
+def healthy_reference(values: PairValues, fraction: float) -> float | None:
+    """What healthy pairs reach: the median pair between the strong nodes, those whose best pair
+    is within `fraction` of the best node's. A node's best pair is bounded by the node itself,
+    so however many nodes are bad, they cannot drag this down. One pair (two hosts) is no
+    reference for comparing nodes."""
+    finished = {pair: v for pair, v in values.items() if v is not None}
+    if len(values) < 2 or not finished:
         return None
     nodes = {h for pair in values for h in pair}
-    suspects = {
-        node for node in nodes
-        if _mostly_low(node, values, _median(v for p, v in values.items() if node not in p),
-                       fraction)
-    }  # fmt: skip
-    healthy = [v for pair, v in values.items() if not suspects & set(pair)]
-    return _median(healthy) if any(v is not None for v in healthy) else _median(values.values())
+    best = {n: max((v for p, v in finished.items() if n in p), default=0.0) for n in nodes}
+    top = max(best.values())
+    strong = {n for n, v in best.items() if v >= fraction * top}
+    between = [v for (a, b), v in finished.items() if a in strong and b in strong]
+    return statistics.median(between) if between else top
 
 
 def _node_verdicts(
     kind: str, values: PairValues, reference: float | None, fraction: float
 ) -> dict[str, NodeVerdict]:
-    verdicts = {}
-    for node in sorted({h for pair in values for h in pair}, key=natural_key):
-        mine = _pairs_of(node, values)
-        low = _low_partners(node, values, reference, fraction)
-        flagged = _mostly_low(node, values, reference, fraction)
-        median = _median(v for _, v in mine)
-        verdicts[node] = NodeVerdict(kind, node, mine, reference, low, flagged, median)
-    return verdicts
+    nodes = sorted({h for pair in values for h in pair}, key=natural_key)
+
+    def low_partners(node: str) -> list[str]:
+        return [
+            o for o, v in _pairs_of(node, values) if v is None or _is_low(v, reference, fraction)
+        ]
+
+    flagged = {
+        n for n in nodes
+        if reference is not None and len(low_partners(n)) == len(_pairs_of(n, values))
+    }  # fmt: skip
+    changed = reference is not None
+    while changed:  # most pairs low, two or more not explained by a flagged partner
+        changed = False
+        for node in nodes:
+            if node in flagged:
+                continue
+            low = low_partners(node)
+            unexplained = [o for o in low if o not in flagged]
+            if 2 * len(low) > len(_pairs_of(node, values)) and len(unexplained) >= 2:
+                flagged.add(node)
+                changed = True
+    return {
+        node: NodeVerdict(
+            kind, node, _pairs_of(node, values), reference, low_partners(node),
+            node in flagged, _median(v for _, v in _pairs_of(node, values)),
+        )
+        for node in nodes
+    }  # fmt: skip
 
 
 def _try_problem(t: Try) -> str:
@@ -451,6 +411,12 @@ def _direction(m: Measurement) -> str:
     return f"{m.src}->{m.dst}" if m.src else f"{m.a}--{m.b}"
 
 
+def _absolute_status(value: float | None, absolute: Absolute | None) -> Status:
+    if absolute is None or value is None:
+        return "unjudged"
+    return band_status(value / absolute.value, absolute.pass_fraction, absolute.fail_fraction)
+
+
 def _pair_verdict(
     kind: PairKind,
     pair: tuple[str, str],
@@ -459,6 +425,7 @@ def _pair_verdict(
     reference: float | None,
     nodes: Mapping[str, NodeVerdict],
     thresholds: PairThresholds,
+    absolute: Absolute | None,
 ) -> PairVerdict:
     a, b = pair
     for m in measurements:
@@ -472,11 +439,19 @@ def _pair_verdict(
     flagged = " and ".join(h for h in pair if h in nodes and nodes[h].flagged)
     wrong = [t.attempt for m in measurements for t in m.tries if t.outcome == "wrong"]
     against = (
-        f" vs cluster median {number_text(reference)} {kind.unit} ({percent(value, reference)})"
+        f" vs {number_text(reference)} {kind.unit} that healthy pairs reach "
+        f"({percent(value, reference)})"
         if reference and value is not None
         else ""
     )
-    measured = f"{number_text(value)} {kind.unit}{against}" if value is not None else ""
+    line_rate = (
+        f"; {percent(value, absolute.value)} of {number_text(absolute.value)} {kind.unit} "
+        f"({absolute.basis})"
+        if absolute and value is not None
+        else ""
+    )
+    measured = f"{number_text(value)} {kind.unit}{against}{line_rate}" if value is not None else ""
+    absolute_status = _absolute_status(value, absolute)
     status: Status = "pass"
     explained_by = None
     if wrong:  # corrupted data is never repaired by a later try
@@ -485,15 +460,15 @@ def _pair_verdict(
     elif value is None:
         blamed = f" (flagged node {flagged})" if flagged else ""
         status, verdict = "fail", f"{a}--{b}: no measurement{blamed}"
+    elif flagged and (_is_low(value, reference, thresholds.low_fraction)
+                      or absolute_status != "pass"):  # fmt: skip
+        explained_by = flagged
+        status, verdict = "warn", f"{a}--{b} low, explained by flagged node {flagged}"
     elif _is_low(value, reference, thresholds.low_fraction):
-        if flagged:
-            explained_by = flagged
-            status, verdict = "warn", f"{a}--{b} low, explained by flagged node {flagged}"
-        else:
-            status, verdict = (
-                "fail",
-                f"{a}--{b}: bad link ({a} and {b} are fine in their other pairs)",
-            )
+        status, verdict = (
+            "fail",
+            f"{a}--{b}: bad link ({a} and {b} are fine in their other pairs)",
+        )
     else:
         verdict = f"{a}--{b}"
         if any(m.passed_on and m.passed_on > 1 for m in measurements):
@@ -501,8 +476,9 @@ def _pair_verdict(
     reason = f"{verdict}: {measured}; {details}" if value is not None else f"{verdict}; {details}"
     category = "correctness" if wrong else "completeness" if value is None else "bandwidth"
     return PairVerdict(
-        kind.name, a, b, value, reference, status, reason, measurements, category, explained_by
-    )
+        kind.name, a, b, value, reference, status, reason, measurements, category, explained_by,
+        absolute, absolute_status,
+    )  # fmt: skip
 
 
 def _node_check(kind: PairKind, verdict: NodeVerdict, source: str | None) -> Check:
@@ -513,13 +489,17 @@ def _node_check(kind: PairKind, verdict: NodeVerdict, source: str | None) -> Che
     reference = verdict.reference or 0.0
     ratio = f" ({percent(verdict.median, reference)})" if verdict.median is not None else ""
     evidence = (
-        f"{verdict.node}: its pairs {listed} {kind.unit} vs cluster median "
-        f"{number_text(reference)} {kind.unit}{ratio}"
+        f"{verdict.node}: its pairs {listed} {kind.unit} vs {number_text(reference)} "
+        f"{kind.unit} that healthy pairs reach{ratio}"
     )
     if verdict.flagged:
-        reason = (
-            f"{kind.label}: {len(verdict.low)} of its {len(verdict.pairs)} pairs low: {evidence}"
+        none_healthy = len(verdict.low) == len(verdict.pairs)
+        why = (
+            "none of its pairs is healthy"
+            if none_healthy
+            else (f"{len(verdict.low)} of its {len(verdict.pairs)} pairs low")
         )
+        reason = f"{kind.label}: {why}: {evidence}"
     else:
         counted = f"{len(verdict.low)} of {len(verdict.pairs)} low"
         reason = f"{kind.label}: not flagged ({counted}); {evidence}"
@@ -527,6 +507,41 @@ def _node_check(kind: PairKind, verdict: NodeVerdict, source: str | None) -> Che
         check_id=f"pairs.{kind.name}.node", host=verdict.node, category="bandwidth",
         status="fail" if verdict.flagged else "pass", reason=reason, measured=verdict.median,
         reference=verdict.reference, unit=kind.unit, source=source,
+    )  # fmt: skip
+
+
+def _absolute_check(kind: PairKind, verdicts: list[PairVerdict], why_none: str) -> Check:
+    """The pairs against the network itself, less those a flagged node explains."""
+    judged = [v for v in verdicts if v.absolute is not None and v.value is not None
+              and v.explained_by is None]  # fmt: skip
+    name = "line rate" if kind.name == "iperf3" else "network bound"
+    if not judged:
+        return Check(
+            check_id=f"pairs.{kind.name}.{name.replace(' ', '-')}", host=CLUSTER,
+            category="network", status="unjudged",
+            reason=f"{kind.label}: pairs not compared with the network's {name}: {why_none}",
+        )  # fmt: skip
+    status = worst([v.absolute_status for v in judged])
+    lowest = sorted(judged, key=lambda v: (v.value or 0.0) / (v.absolute.value if v.absolute
+                                                             else 1.0))  # fmt: skip
+    shown = "; ".join(
+        f"{v.a}--{v.b} {number_text(v.value or 0.0)} {kind.unit} = "
+        f"{percent(v.value or 0.0, v.absolute.value if v.absolute else 0.0)}"
+        for v in lowest[:3]
+    )
+    low = [v for v in judged if v.absolute_status != "pass"]
+    first = lowest[0].absolute
+    verdict = (
+        f"{len(low)} of {len(judged)} pair(s) below "
+        f"{first.pass_fraction * 100 if first else 0:.0f} % of the network's {name}"
+        if low
+        else f"all {len(judged)} pair(s) within the network's {name}"
+    )
+    return Check(
+        check_id=f"pairs.{kind.name}.{name.replace(' ', '-')}", host=CLUSTER,
+        category="network", status=status, measured=lowest[0].value,
+        reference=round(first.value, 3) if first else None, unit=kind.unit,
+        reason=f"{kind.label}: {verdict}; lowest {shown} ({first.basis if first else ''})",
     )  # fmt: skip
 
 
@@ -588,13 +603,71 @@ def _frame(tries: Sequence[Try]) -> pd.DataFrame:
     return pd.DataFrame([asdict(t) for t in tries], columns=[f.name for f in fields(Try)])
 
 
+# ------------------------------------------------------------------ references from the network
+
+
+@dataclass(frozen=True)
+class NetworkReferences:
+    """Each pair's reference from the network, read from the run's evidence."""
+
+    evidence: RunEvidence | None
+    thresholds: PairThresholds
+
+    def iperf3(self, pair: tuple[str, str]) -> Absolute | str:
+        hosts = [self.evidence.host(h) if self.evidence else None for h in pair]
+        interfaces = [h.tcp_interface() if h else None for h in hosts]
+        speeds = [i.speed_mbit / 1000 for i in interfaces if i and i.speed_mbit and
+                  i.speed_mbit > 0]  # fmt: skip
+        if len(speeds) < len(pair):
+            return ("the TCP interface's speed is unknown (add the sysfs-net preflight step, or "
+                    "declare network_interface)")  # fmt: skip
+        line = min(speeds)
+        named = ", ".join(
+            f"{h}: {i.name} {i.speed_mbit / 1000:g} Gb/s"
+            for h, i in zip(pair, interfaces, strict=True)
+            if i and i.speed_mbit
+        )
+        return Absolute(line, f"line rate, {named}", self.thresholds.line_rate_warn_fraction,
+                        self.thresholds.line_rate_fail_fraction)  # fmt: skip
+
+    def busbw(self, pair: tuple[str, str], runs: list[object]) -> Absolute | str:
+        host = self.evidence.host(pair[0]) if self.evidence else None
+        if host is None:
+            return "the pair's first host has no evidence"
+        nccl = [r for r in runs if isinstance(r, NcclRun)]
+        bench = [r for r in runs if isinstance(r, CollectiveBenchRun)]
+        if bench and all((r.backend or "").lower() == "gloo" for r in bench):
+            return "gloo on CPUs is bound by the CPUs' reduction, not the NIC"
+        ranks = (nccl[0].nranks if nccl else None) or (bench[0].world_size if bench else None)
+        collective = (nccl[0].collective if nccl else None) or "all_reduce"
+        over_sockets = (
+            bool(nccl)
+            and any("socket" in t.lower() for t in nccl[0].transports)
+            and not any(t.upper().startswith("NET/IB") for t in nccl[0].transports)
+        )
+        reference = internode_reference(host, collective, ranks, 2, over_sockets)
+        if reference.peak is None:
+            return reference.why_none
+        return Absolute(reference.peak.per_direction_gbps, reference.peak.basis,
+                        self.thresholds.busbw_pass_fraction,
+                        self.thresholds.busbw_fail_fraction)  # fmt: skip
+
+
+def _runs_of(files: Iterable[RawFile], paths: set[str]) -> list[object]:
+    return [run for raw in files if raw.path in paths and raw.parse for run in raw.parse.runs]
+
+
 def analyse_pairs(
     files: Iterable[RawFile],
     thresholds: PairThresholds | None = None,
     expected: Mapping[str, Sequence[str]] | None = None,
+    evidence: RunEvidence | None = None,
 ) -> PairAnalysis:
-    """Every pair kind found: per-node verdicts, per-pair (link) verdicts, and their tables."""
+    """Every pair kind found: per-node verdicts, per-pair (link) verdicts, the pairs against
+    the network, and their tables."""
     thresholds = thresholds or PairThresholds()
+    files = list(files)
+    network = NetworkReferences(evidence, thresholds)
     tries = read_tries(files, expected)
     checks: list[Check] = []
     pair_verdicts: list[PairVerdict] = []
@@ -604,24 +677,36 @@ def analyse_pairs(
         if not measurements:
             continue
         values = _pair_values(measurements)
-        reference = cluster_reference(values, thresholds.low_fraction)
+        reference = healthy_reference(values, thresholds.low_fraction)
         nodes = _node_verdicts(name, values, reference, thresholds.low_fraction)
         by_pair: dict[tuple[str, str], list[Measurement]] = {}
         for m in measurements:  # grouped once: a 232-node cluster has 26,796 pairs
             by_pair.setdefault((m.a, m.b), []).append(m)
+        kind_verdicts = []
+        why_none = ""
         for pair in sorted(values, key=lambda p: (natural_key(p[0]), natural_key(p[1]))):
             mine = by_pair[pair]
-            verdict = _pair_verdict(kind, pair, mine, values[pair], reference, nodes, thresholds)
-            pair_verdicts.append(verdict)
-            if verdict.explained_by:
-                continue  # judged in its node's check, which lists it: one bad node, one failure
+            paths = {t.path for m in mine for t in m.tries}
+            found = (
+                network.iperf3(pair) if name == "iperf3"
+                else network.busbw(pair, _runs_of(files, paths))
+            )  # fmt: skip
+            absolute = found if isinstance(found, Absolute) else None
+            why_none = found if isinstance(found, str) else why_none
+            verdict = _pair_verdict(kind, pair, mine, values[pair], reference, nodes,
+                                    thresholds, absolute)  # fmt: skip
+            kind_verdicts.append(verdict)
+            if verdict.explained_by or verdict.status == "pass":
+                continue  # a flagged node's pairs are listed in its check; healthy pairs in tables
             checks.append(Check(
                 check_id=f"pairs.{name}.link.{pair[0]}--{pair[1]}", host=CLUSTER,
-                category=verdict.category,
+                category=verdict.category,  # type: ignore[arg-type]
                 status=verdict.status, reason=f"{kind.label}: {verdict.reason}",
                 measured=verdict.value, reference=verdict.reference, unit=kind.unit,
                 source=mine[0].tries[-1].path,
             ))  # fmt: skip
+        pair_verdicts += kind_verdicts
+        checks.append(_absolute_check(kind, kind_verdicts, why_none))
         for node in nodes.values():
             if node.reference is None:
                 continue  # two hosts: one pair, nothing to compare a node with
@@ -631,97 +716,3 @@ def analyse_pairs(
             )
             checks.append(_node_check(kind, node, source))
     return PairAnalysis(checks, tries, pair_verdicts, node_verdicts)
-
-
-def pair_checks(
-    files: Iterable[RawFile],
-    thresholds: Thresholds | PairThresholds | None = None,
-    expected: Mapping[str, Sequence[str]] | None = None,
-) -> list[Check]:
-    """The checks of `analyse_pairs`, with thresholds read from the suite's Thresholds."""
-    return analyse_pairs(files, PairThresholds.from_thresholds(thresholds), expected).checks
-
-
-# ------------------------------------------------------------------ preflight and all-nodes bench
-
-
-def mpi_preflight_checks(files: Iterable[RawFile]) -> list[Check]:
-    """One check per MPI preflight, and one per host it names as failing."""
-    checks = []
-    for raw in files:
-        if raw.parse is None or raw.parse.tool != "mpi-preflight":
-            continue
-        for run in raw.parse.runs:
-            if isinstance(run, MpiPreflightRun):
-                checks += _preflight_checks(raw, run)
-    return checks
-
-
-def _preflight_checks(raw: RawFile, run: MpiPreflightRun) -> list[Check]:
-    hosts = sorted({r.host for r in run.ranks}, key=natural_key)
-    if run.ok and run.complete:
-        return [Check(
-            check_id="mpi-preflight", host=raw.host, category="completeness", status="pass",
-            reason=f"{run.world_size} ranks on {len(hosts)} host(s) ({', '.join(hosts)}) "
-            f"answered; all-to-all between {run.alltoall_pairs} rank pairs and the allreduce "
-            f"({run.allreduce_sum}) correct", measured=run.world_size, source=raw.path,
-        )]  # fmt: skip
-    named = sorted({p.host for p in run.problems if p.host}, key=natural_key)
-    missing = (
-        f"; rank(s) {', '.join(map(str, run.missing_ranks))} never reported"
-        if run.missing_ranks
-        else ""
-    )
-    first = run.problems[0].message if run.problems else "no OK line (did not finish)"
-    summary = Check(
-        check_id="mpi-preflight", host=raw.host, category="completeness", status="fail",
-        reason=f"MPI preflight failed: host(s) {', '.join(named) or 'unknown'}; {first}"
-        f"{missing} (run no long benchmark until this passes)",
-        measured=len(run.ranks), reference=run.world_size, source=raw.path,
-    )  # fmt: skip
-    per_host = [
-        Check(
-            check_id="mpi-preflight.host", host=host, category="completeness", status="fail",
-            reason="named by the MPI preflight: " + "; ".join(
-                p.message for p in run.problems if p.host == host
-            )[:300], source=f"{raw.path}:{next(p.line for p in run.problems if p.host == host)}",
-        )
-        for host in named
-    ]  # fmt: skip
-    return [summary, *per_host]
-
-
-def collective_bench_checks(files: Iterable[RawFile]) -> list[Check]:
-    """Correctness and best busbw of gpuval-allreduce-bench runs outside pair steps (the
-    all-nodes test of staged mode). Peaks are not judged here."""
-    checks = []
-    for raw in files:
-        if is_pair_file(raw) or raw.parse is None or raw.parse.tool != "gpuval-allreduce-bench":
-            continue
-        for run in raw.parse.runs:
-            if not isinstance(run, CollectiveBenchRun):
-                continue
-            rows = [r for r in run.rows if r.busbw_gbps is not None]
-            best = max(rows, key=lambda r: r.busbw_gbps or 0.0) if rows else None
-            hosts = ", ".join(sorted(set(run.hosts), key=natural_key))
-            where = f"{run.world_size} ranks on {hosts} ({run.backend})"
-            if not run.correct or best is None:
-                status: Status = "fail"
-                reason = f"{where}: " + (
-                    f"{run.wrong_total} element(s) reduced wrongly"
-                    if run.correct is False
-                    else "no correct, complete measurement"
-                )
-            else:
-                status = "pass"
-                reason = (
-                    f"{where}: busbw up to {number_text(best.busbw_gbps or 0.0)} GB/s at "
-                    f"{best.size_bytes} B; every size reduced correctly"
-                )
-            checks.append(Check(
-                check_id="gpuval-allreduce-bench.all_reduce", host=raw.host,
-                category="correctness" if status == "fail" else "bandwidth", status=status,
-                reason=reason, measured=best.busbw_gbps if best else None, unit="GB/s",
-                source=f"{raw.path}:{run.line}",
-            ))  # fmt: skip
-    return checks

@@ -1,1 +1,0 @@
-"""Judging: normalised run records in, checks with verdicts and reasons out."""

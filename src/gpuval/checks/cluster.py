@@ -1,0 +1,148 @@
+"""Checks across the whole cluster at once: the MPI preflight (every rank of every host
+answered, all-to-all and allreduce correct) and the all-nodes all-reduce benchmark (correct
+results, and busbw against the network's bound across the nodes)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from gpuval.checks.context import Judge
+from gpuval.checks.folder import is_pair_file
+from gpuval.checks.model import Check, Expectation
+from gpuval.checks.references import internode_reference
+from gpuval.checks.thresholds import Thresholds
+from gpuval.checks.wording import band_status, number_text, peak_sentence
+from gpuval.evidence import RunEvidence, runs_of
+from gpuval.records.collective_bench import CollectiveBenchRun, MpiPreflightRun
+from gpuval.runfolder import RawFile
+from gpuval.schedule import natural_key
+
+
+def mpi_preflight_checks(files: Iterable[RawFile]) -> list[Check]:
+    """One check per MPI preflight, and one per host it names as failing."""
+    checks = []
+    for raw in files:
+        if raw.parse is None or raw.parse.tool != "mpi-preflight":
+            continue
+        for run in raw.parse.runs:
+            if isinstance(run, MpiPreflightRun):
+                checks += _preflight_checks(raw, run)
+    return checks
+
+
+def _preflight_checks(raw: RawFile, run: MpiPreflightRun) -> list[Check]:
+    hosts = sorted({r.host for r in run.ranks}, key=natural_key)
+    if run.ok and run.complete:
+        return [Check(
+            check_id="mpi-preflight", host=raw.host, category="completeness", status="pass",
+            reason=f"{run.world_size} ranks on {len(hosts)} host(s) ({', '.join(hosts)}) "
+            f"answered; all-to-all between {run.alltoall_pairs} rank pairs and the allreduce "
+            f"({run.allreduce_sum}) correct", measured=run.world_size, source=raw.path,
+        )]  # fmt: skip
+    named = sorted({p.host for p in run.problems if p.host}, key=natural_key)
+    missing = (
+        f"; rank(s) {', '.join(map(str, run.missing_ranks))} never reported"
+        if run.missing_ranks
+        else ""
+    )
+    first = run.problems[0].message if run.problems else "no OK line (did not finish)"
+    summary = Check(
+        check_id="mpi-preflight", host=raw.host, category="completeness", status="fail",
+        reason=f"MPI preflight failed: host(s) {', '.join(named) or 'unknown'}; {first}"
+        f"{missing} (run no long benchmark until this passes)",
+        measured=len(run.ranks), reference=run.world_size, source=raw.path,
+    )  # fmt: skip
+    per_host = [
+        Check(
+            check_id="mpi-preflight.host", host=host, category="completeness", status="fail",
+            reason="named by the MPI preflight: " + "; ".join(
+                p.message for p in run.problems if p.host == host
+            )[:300], source=f"{raw.path}:{next(p.line for p in run.problems if p.host == host)}",
+        )
+        for host in named
+    ]  # fmt: skip
+    return [summary, *per_host]
+
+
+def _bench_bandwidth(
+    raw: RawFile, run: CollectiveBenchRun, evidence: RunEvidence | None, thresholds: Thresholds
+) -> tuple[Check, Expectation | None]:
+    rows = [r for r in run.rows if r.busbw_gbps is not None]
+    best = max(rows, key=lambda r: r.busbw_gbps or 0.0)
+    value = best.busbw_gbps or 0.0
+    hosts = sorted(set(run.hosts), key=natural_key)
+    check = Check(
+        check_id="gpuval-allreduce-bench.all_reduce.busbw",
+        host=raw.host,
+        category="bandwidth",
+        status="unjudged",
+        measured=value,
+        unit="GB/s",
+        source=f"{raw.path}:{run.line}",
+        reason="",
+    )
+    where = f"{run.world_size} ranks on {len(hosts)} host(s) ({run.backend})"
+    host = evidence.host(raw.host) if evidence else None
+    if (run.backend or "").lower() == "gloo":
+        check.reason = (
+            f"{where}: busbw up to {number_text(value)} GB/s; unjudged: gloo on CPUs is bound "
+            "by the CPUs' reduction, not the NIC (the pair tests' iperf3 judges the network)"
+        )
+        return check, None
+    reference = (
+        internode_reference(host, "all_reduce", run.world_size, len(hosts), False)
+        if host else None
+    )  # fmt: skip
+    if reference is None or reference.peak is None:
+        why = reference.why_none if reference else "no evidence of the host's network"
+        check.reason = f"{where}: busbw up to {number_text(value)} GB/s; unjudged: {why}"
+        return check, None
+    peak = reference.peak
+    check.status = band_status(value / peak.per_direction_gbps, thresholds.busbw_pass_fraction,
+                               thresholds.busbw_fail_fraction)  # fmt: skip
+    check.reference = round(peak.per_direction_gbps, 2)
+    check.reason = f"{where}: {peak_sentence(value, peak)} (best size {best.size_bytes} B)"
+    expectation = Expectation(raw.host, reference.subject, peak.per_direction_gbps,
+                              peak.duplex_gbps, peak.basis, peak.source)  # fmt: skip
+    return check, expectation
+
+
+def allnodes_bench_checks(
+    files: Iterable[RawFile], evidence: RunEvidence | None, thresholds: Thresholds
+) -> tuple[list[Check], list[Expectation]]:
+    """The all-nodes run of gpuval-allreduce-bench (pair runs are judged with their pairs):
+    correctness, and busbw against the network's bound (unjudged without `evidence`)."""
+    checks: list[Check] = []
+    expectations: list[Expectation] = []
+    for parsed in runs_of(files, CollectiveBenchRun):
+        raw, run = parsed.file, parsed.record
+        if is_pair_file(raw):
+            continue
+        measured = any(r.busbw_gbps is not None for r in run.rows)
+        hosts = ", ".join(sorted(set(run.hosts), key=natural_key))
+        correct = run.correct is True and run.complete and measured
+        checks.append(Check(
+            check_id="gpuval-allreduce-bench.all_reduce.correctness", host=raw.host,
+            category="correctness", status="pass" if correct else "fail",
+            source=f"{raw.path}:{run.line}",
+            reason=f"{run.world_size} ranks on {hosts}: " + (
+                "every size reduced correctly" if correct else
+                f"{run.wrong_total} element(s) reduced wrongly" if run.correct is False else
+                "no correct, complete measurement"
+            ),
+        ))  # fmt: skip
+        if measured:
+            check, expectation = _bench_bandwidth(raw, run, evidence, thresholds)
+            checks.append(check)
+            expectations += [expectation] if expectation else []
+    return checks, expectations
+
+
+def cluster_checks(judge: Judge) -> None:
+    judge.checks += mpi_preflight_checks(judge.evidence.folder.files)
+    checks, expectations = allnodes_bench_checks(
+        judge.evidence.folder.files, judge.evidence, judge.thresholds
+    )
+    judge.checks += checks
+    for expectation in expectations:
+        judge.expectations.setdefault((expectation.host, expectation.subject), expectation)

@@ -1,0 +1,158 @@
+"""The run folder itself: run.json, sidecars, missing steps, unreadable outputs, unreachable
+hosts, and whether anything was measured at all. Missing evidence is never a pass."""
+
+from __future__ import annotations
+
+from gpuval.checks.context import Judge
+from gpuval.checks.model import CLUSTER, Check, Status
+from gpuval.records.bandwidth import AllReduceBenchRun, NvbandwidthRun
+from gpuval.records.base import Diagnostic
+from gpuval.records.collective_bench import CollectiveBenchRun
+from gpuval.records.nccl import NcclRun
+from gpuval.records.network import Iperf3Run
+from gpuval.records.p2p import P2PRun
+from gpuval.runfolder import RUN_JSON, RawFile
+from gpuval.steps import pair_step
+
+
+def located(diagnostic: Diagnostic) -> str | None:
+    if diagnostic.source and diagnostic.line:
+        return f"{diagnostic.source}:{diagnostic.line}"
+    return diagnostic.source
+
+
+def _host_of(source: str | None) -> str:
+    parts = (source or "").split("/")
+    return parts[1] if len(parts) > 2 and parts[0] == "raw" else CLUSTER
+
+
+def _diagnostic_status(diagnostic: Diagnostic) -> Status:
+    if diagnostic.level != "error":
+        return "warn"
+    # run.json is the contract the run is judged against: when it is broken, nothing can be
+    # judged with confidence
+    return "error" if diagnostic.source == RUN_JSON else "fail"
+
+
+def folder_checks(judge: Judge) -> None:
+    """Run-folder problems (run.json, bad sidecars, missing raw files, files without sidecar)
+    and hosts listed in run.json that left nothing."""
+    folder = judge.evidence.folder
+    for diagnostic in folder.diagnostics:
+        judge.add(Check(
+            check_id="run-folder", host=_host_of(diagnostic.source), category="completeness",
+            status=_diagnostic_status(diagnostic), reason=diagnostic.message,
+            source=located(diagnostic),
+        ))  # fmt: skip
+    for host in judge.evidence.unreachable:
+        steps = folder.expected_steps(host)
+        missing = f"; none of its {len(steps)} expected step(s) ran" if steps else ""
+        judge.add(Check(
+            check_id="host.reachable", host=host, category="completeness", status="fail",
+            reason=f"host listed in run.json has no raw/{host}/ folder: unreachable or never "
+            f"run{missing}", source=RUN_JSON,
+        ))  # fmt: skip
+
+
+def is_pair_file(raw: RawFile) -> bool:
+    """Pair files are judged by the pair analysis, all tries of a pair together: the per-step
+    checks must skip them, or a first try that failed would fail a pair its repeat passed."""
+    return pair_step(raw.step) is not None
+
+
+def _step_problem(raw: RawFile) -> tuple[Status, str] | None:
+    problem = raw.sidecar.problem() if raw.sidecar else None
+    if raw.sidecar is None or problem is None:
+        return None
+    step, (kind, detail) = f"step {raw.sidecar.name!r}", problem
+    if kind == "skipped":
+        # Skipped on purpose (e.g. no GPU): not a hardware failure, but no evidence either.
+        return "warn", f"{step} skipped: {detail} (no evidence from it)"
+    if kind == "timed_out":
+        return "fail", f"{step} timed out{detail}"
+    if kind == "unfinished":
+        return "fail", f"{step} did not finish: no exit status recorded ({detail})"
+    return "fail", f"{step} exited with status {detail}"
+
+
+def step_checks(judge: Judge) -> None:
+    """Each step's sidecar: skipped, timed out, unfinished or non-zero exit status."""
+    for raw in judge.evidence.folder.files:
+        if is_pair_file(raw):
+            continue
+        problem = _step_problem(raw)
+        if problem and raw.sidecar:
+            judge.add(Check(
+                check_id=f"step.{raw.sidecar.name}", host=raw.host, category="completeness",
+                status=problem[0], reason=problem[1], source=raw.path,
+                measured=raw.sidecar.exit_code, reference=0,
+            ))  # fmt: skip
+
+
+def expected_step_checks(judge: Judge) -> None:
+    """Every step run.json expects on a reachable host must have left a sidecar or output
+    (expected pair steps are accounted for by the pair analysis)."""
+    folder = judge.evidence.folder
+    for host in folder.hosts:
+        if host in judge.evidence.unreachable:
+            continue
+        present = {raw.step for raw in folder.files if raw.host == host}
+        for step in folder.expected_steps(host):
+            if step not in present and pair_step(step) is None:
+                judge.add(Check(
+                    check_id=f"step.{step}", host=host, category="completeness", status="fail",
+                    reason=f"expected step {step!r} left no output and no sidecar in "
+                    f"raw/{host}/ (not run, or its output was lost)", source=RUN_JSON,
+                ))  # fmt: skip
+
+
+def parse_checks(judge: Judge) -> None:
+    """Parser errors fail (numbers could not be read); parser warnings warn, one line per file."""
+    for raw in judge.evidence.folder.files:
+        if raw.parse is None or is_pair_file(raw):  # a pair try's errors are its pair's reason
+            continue
+        if not raw.parse.runs and not raw.parse.errors:
+            judge.add(Check(
+                check_id="parse.error", host=raw.host, category="completeness", status="fail",
+                reason=f"read as {raw.parse.tool} output, but it holds no run", source=raw.path,
+            ))  # fmt: skip
+        problems: tuple[tuple[str, list[Diagnostic], Status], ...] = (
+            ("error", raw.parse.errors, "fail"),
+            ("warning", raw.parse.warnings, "warn"),
+        )
+        for level, found, status in problems:
+            if not found:
+                continue
+            first = found[0]
+            more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+            judge.add(Check(
+                check_id=f"parse.{level}", host=raw.host, category="completeness",
+                status=status, reason=f"{raw.parse.tool} output: {first.message}{more}",
+                measured=len(found), source=located(first) or raw.path,
+            ))  # fmt: skip
+
+
+def _measured(raw: RawFile) -> bool:
+    runs = raw.parse.runs if raw.parse else []
+    for run in runs:
+        if isinstance(run, (NcclRun, AllReduceBenchRun, CollectiveBenchRun)) and run.rows:
+            return True
+        if isinstance(run, P2PRun) and run.matrices:
+            return True
+        if isinstance(run, NvbandwidthRun) and run.tests:
+            return True
+        if isinstance(run, Iperf3Run) and (run.intervals or run.complete):
+            return True
+    return False
+
+
+def evidence_check(judge: Judge) -> None:
+    """No measurement at all is an error, never a pass."""
+    files = judge.evidence.folder.files
+    if not any(_measured(raw) for raw in files):
+        read = sorted({f.parse.tool for f in files if f.parse})
+        judge.add(Check(
+            check_id="run.evidence", host=CLUSTER, category="completeness", status="error",
+            reason="nothing was measured: no benchmark output was recognised (read: "
+            f"{', '.join(read) or 'nothing'}); no evidence is never a pass",
+        ))  # fmt: skip

@@ -1,0 +1,385 @@
+"""nccl-tests / rccl-tests and ml-engineering's all_reduce_bench: did the run finish, were the
+results right, what did the output itself say failed (FAILED lines, NCCL WARN lines), which
+transport carried the data, and how its large-message busbw compares with the reference."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpuval.catalog import nvlink_count
+from gpuval.catalog.nccl_warnings import classify
+from gpuval.checks.context import Judge
+from gpuval.checks.folder import is_pair_file
+from gpuval.checks.model import Category, Check, Status
+from gpuval.checks.references import (
+    Reference,
+    collective_name,
+    is_multinode,
+    nccl_reference,
+    node_peak,
+    run_hosts,
+)
+from gpuval.checks.wording import band_status, listed, peak_sentence, size_text
+from gpuval.evidence import HostEvidence, Parsed
+from gpuval.records.bandwidth import AllReduceBenchRun
+from gpuval.records.nccl import NcclRun
+
+RDMA_TRANSPORTS = ("NET/IB", "NET/OFI", "NET/GDR")  # NET/OFI: AWS EFA through the OFI plugin
+ALGORITHM_CAVEAT = "busbw with NVLS/CollNet exceeds link bandwidth by design"
+PLATEAU_FRACTION = 0.9  # rows within 10 % of the best large-message busbw are its plateau
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Something an nccl-tests output itself says went wrong."""
+
+    aspect: str  # "complete", "correctness", "failed-line", "nccl-warn"
+    status: Status
+    category: Category
+    reason: str
+    line: int | None = None
+
+
+def _wrong_rows(run: NcclRun) -> tuple[list[tuple[int, str, int, int | None]], int]:
+    """(size, placement, count, line) of rows with #wrong > 0, and how many values were seen."""
+    wrong, seen = [], 0
+    for row in run.rows:
+        for placement, half in (("out-of-place", row.out_of_place), ("in-place", row.in_place)):
+            if half is None or half.wrong is None:
+                continue
+            seen += 1
+            if half.wrong > 0:
+                wrong.append((row.size_bytes, placement, half.wrong, row.line))
+    return wrong, seen
+
+
+def _failed_lines(run: NcclRun) -> list[Problem]:
+    """Lines where nccl-tests printed FAILED: a non-zero `Out of bounds values` and the average
+    busbw check (`NCCL_TESTS_MIN_BW`), whose `# Avg bus bandwidth : 0 FAILED` exits non-zero."""
+    found = []
+    bounds = run.out_of_bounds
+    if bounds is not None and not bounds.ok:
+        found.append(Problem(
+            "out-of-bounds", "fail", "correctness",
+            f"Out of bounds values: {bounds.count} FAILED: results outside the valid range",
+        ))  # fmt: skip
+    if (run.avg_busbw_check or "").upper() == "FAILED":
+        found.append(Problem(
+            "failed-line", "fail", "bandwidth",
+            f"'# Avg bus bandwidth : {run.avg_busbw_gbps:g} FAILED': the average busbw is below "
+            "the minimum the run was given (NCCL_TESTS_MIN_BW)",
+        ))  # fmt: skip
+    return found
+
+
+def _warn_problems(run: NcclRun) -> list[Problem]:
+    """NCCL WARN lines, one problem per class: fatal ones fail, config and unknown ones warn,
+    benign ones are noted (pass)."""
+    by_kind: dict[str, list[tuple[str, int]]] = {}
+    for warning in run.nccl_warnings:
+        meaning = classify(warning.message)
+        where = f"{warning.host}: " if warning.host else ""
+        by_kind.setdefault(meaning.kind, []).append((f"{where}{warning.message}", warning.log_line))
+    statuses: dict[str, Status] = {"fatal": "fail", "config": "warn", "unknown": "warn",
+                                   "benign": "pass"}  # fmt: skip
+    problems = []
+    for kind in ("fatal", "config", "unknown", "benign"):
+        found = by_kind.get(kind, [])
+        if not found:
+            continue
+        meaning = classify(found[0][0].split(": ", 1)[-1])
+        lines = listed([f"'{text}' (line {line})" for text, line in found], 2)
+        problems.append(Problem(
+            f"nccl-warn-{kind}", statuses[kind], "correctness" if kind == "fatal" else "transport",
+            f"{len(found)} {kind} NCCL WARN line(s): {lines}; {meaning.meaning}; "
+            f"do: {meaning.action} [{meaning.source}]", found[0][1],
+        ))  # fmt: skip
+    return problems
+
+
+def nccl_problems(run: NcclRun) -> list[Problem]:
+    """Everything an nccl-tests run's own output says is wrong, most serious first. The one
+    correctness rule for nccl-tests, shared by the per-run checks and the pair analysis."""
+    problems: list[Problem] = []
+    if run.failures:
+        first = run.failures[0]
+        where = f"{first.host}: " if first.host else ""
+        problems.append(Problem(
+            "complete", "fail", "completeness", f"test failure: {where}{first.message.strip()}",
+            first.log_line,
+        ))  # fmt: skip
+    elif not run.rows:
+        problems.append(Problem("complete", "fail", "completeness",
+                                "no data rows: the test never measured"))  # fmt: skip
+    elif not run.complete:
+        problems.append(Problem(
+            "complete", "fail", "completeness",
+            f"did not complete: {len(run.rows)} row(s) but no closing '# Avg bus bandwidth' "
+            "footer (killed, truncated or reformatted)",
+        ))  # fmt: skip
+    wrong, seen = _wrong_rows(run)
+    if wrong:
+        named = ", ".join(f"{count:g} wrong at {size_text(size)} ({p})"
+                          for size, p, count, _ in wrong[:4])  # fmt: skip
+        more = f" and {len(wrong) - 4} more row(s)" if len(wrong) > 4 else ""
+        problems.append(Problem(
+            "correctness", "fail", "correctness",
+            f"#wrong is not zero: {named}{more}; results were corrupted", wrong[0][3],
+        ))  # fmt: skip
+    elif run.rows and seen == 0 and run.out_of_bounds is None:
+        problems.append(Problem(
+            "correctness", "fail", "correctness",
+            "correctness not shown: no #wrong values and no 'Out of bounds values' line "
+            "(columns removed, -c 0, or cut output); a validation suite cannot assume the "
+            "results were right",
+        ))  # fmt: skip
+    elif run.rows and seen == 0:
+        problems.append(Problem("correctness", "warn", "correctness",
+                                "results not validated: #wrong is N/A in every row (run with "
+                                "-c 1)"))  # fmt: skip
+    return problems + _failed_lines(run) + _warn_problems(run)
+
+
+def _scope(collective: str, multinode: bool) -> str:
+    return f"{collective}.internode" if multinode else collective
+
+
+def _record_problems(judge: Judge, parsed: Parsed[NcclRun], prefix: str) -> None:
+    run = parsed.record
+    problems = nccl_problems(run)
+    for problem in problems:
+        judge.add(Check(
+            check_id=f"{prefix}.{problem.aspect}", host=parsed.host, category=problem.category,
+            status=problem.status, reason=problem.reason, source=parsed.source(problem.line),
+        ))  # fmt: skip
+    aspects = {p.aspect for p in problems}
+    if "complete" not in aspects:
+        judge.add(Check(
+            check_id=f"{prefix}.complete", host=parsed.host, category="completeness",
+            status="pass", measured=len(run.rows), source=parsed.source(),
+            reason=f"completed: {len(run.rows)} sizes",
+        ))  # fmt: skip
+    if "correctness" not in aspects and "out-of-bounds" not in aspects:
+        _, seen = _wrong_rows(run)
+        judge.add(Check(
+            check_id=f"{prefix}.correctness", host=parsed.host, category="correctness",
+            status="pass", measured=0, reference=0, source=parsed.source(),
+            reason=f"#wrong 0 in {seen} measurement(s)"
+            + (", out of bounds 0 OK" if run.out_of_bounds else ""),
+        ))  # fmt: skip
+
+
+# ------------------------------------------------------------------ bandwidth
+
+
+@dataclass(frozen=True)
+class Sample:
+    size_bytes: float
+    busbw_gbps: float
+    line: int | None
+
+
+@dataclass(frozen=True)
+class Judged:
+    """The busbw a run is judged on, and what a reader needs to know about how it was chosen."""
+
+    sample: Sample
+    note: str
+
+
+def judged_sample(samples: list[Sample], min_bytes: int) -> Judged | None:
+    """The floor of the large-message plateau: rows >= min_bytes from the first one within 10 %
+    of the best on, lowest of them. A curve still rising at min_bytes is judged from where it
+    levels off; one that collapses at its largest sizes is judged on the collapse, never on its
+    best size. A sweep that stops below min_bytes is judged on its largest size, flagged."""
+    if not samples:
+        return None
+    large = sorted((s for s in samples if s.size_bytes >= min_bytes), key=lambda s: s.size_bytes)
+    if not large:
+        biggest = max(s.size_bytes for s in samples)
+        sample = max((s for s in samples if s.size_bytes == biggest), key=lambda s: s.busbw_gbps)
+        return Judged(sample, (
+            f"; the sweep stops below {size_text(min_bytes)}, so the largest size was used and "
+            "may understate the link"
+        ))  # fmt: skip
+    best = max(large, key=lambda s: s.busbw_gbps)
+    start = next(s for s in large if s.busbw_gbps >= PLATEAU_FRACTION * best.busbw_gbps)
+    floor = min((s for s in large if s.size_bytes >= start.size_bytes),
+                key=lambda s: s.busbw_gbps)  # fmt: skip
+    note = ""
+    if floor.busbw_gbps < PLATEAU_FRACTION * best.busbw_gbps:
+        note = (
+            f"; busbw falls from {best.busbw_gbps:.1f} GB/s at {size_text(best.size_bytes)} to "
+            f"{floor.busbw_gbps:.1f} GB/s at {size_text(floor.size_bytes)}: judged on the fall"
+        )
+    return Judged(floor, note)
+
+
+def _algorithm_seen(algorithms: list[str], env: dict[str, str]) -> bool:
+    words = [*algorithms, env.get("NCCL_ALGO", "")]
+    return any("nvls" in w.lower() or "collnet" in w.lower() for w in words)
+
+
+def bandwidth_check(
+    judge: Judge,
+    parsed: Parsed[NcclRun] | Parsed[AllReduceBenchRun],
+    check_id: str,
+    samples: list[Sample],
+    reference: Reference,
+    algorithms: list[str],
+) -> None:
+    judged = judged_sample(samples, judge.thresholds.large_message_min_bytes)
+    if judged is None:
+        judge.add(Check(
+            check_id=check_id, host=parsed.host, category="bandwidth", status="fail",
+            reason="no bandwidth rows to judge", source=parsed.source(),
+        ))  # fmt: skip
+        return
+    sample = judged.sample
+    half = "out-of-place busbw" if isinstance(parsed.record, NcclRun) else "busbw"
+    at = f"{half} at {size_text(sample.size_bytes)}"
+    check = Check(
+        check_id=check_id,
+        host=parsed.host,
+        category="bandwidth",
+        status="unjudged",
+        reason="",
+        measured=sample.busbw_gbps,
+        unit="GB/s",
+        source=parsed.source(sample.line),
+    )
+    peak = reference.peak
+    if peak is None:
+        check.reason = (
+            f"{sample.busbw_gbps:.1f} GB/s {at}; unjudged, no reference: {reference.why_none}"
+            f"{judged.note}"
+        )
+        judge.add(check)
+        return
+    judge.expect(parsed.host, reference.subject, peak)
+    fraction = sample.busbw_gbps / peak.per_direction_gbps
+    t = judge.thresholds
+    status = band_status(fraction, t.busbw_pass_fraction, t.busbw_fail_fraction)
+    env = parsed.file.sidecar.env if parsed.file.sidecar else {}
+    caveat = ""
+    if _algorithm_seen(algorithms, env):
+        caveat = f"; NVLS/CollNet in use: {ALGORITHM_CAVEAT}"
+        if fraction > t.nvls_max_over_peak:
+            status, caveat = "warn", f"{caveat}, but not by this much: check the reference"
+    elif fraction > 1:
+        status = "warn"
+        caveat = (
+            "; above the per-direction peak without NVLS/CollNet seen in the output: the "
+            "reference may be wrong (check the GPU model and system), or NCCL used NVLS "
+            "(run with NCCL_DEBUG=INFO to see the algorithm)"
+        )
+    check.status = status
+    check.reference = round(peak.per_direction_gbps, 2)
+    check.reason = f"{peak_sentence(sample.busbw_gbps, peak)}; {at}{caveat}{judged.note}"
+    judge.add(check)
+
+
+def nccl_samples(run: NcclRun) -> list[Sample]:
+    return [
+        Sample(row.size_bytes, row.out_of_place.busbw_gbps, row.line)
+        for row in run.rows
+        if row.out_of_place is not None and row.out_of_place.busbw_gbps is not None
+    ]
+
+
+# ------------------------------------------------------------------ transport
+
+
+def _transport_verdict(
+    judge: Judge, host: HostEvidence, run: NcclRun, multinode: bool
+) -> tuple[Status, str] | None:
+    transports = " ".join(run.transports).lower()
+    if not multinode:
+        topo = host.topology
+        has_nvlink = topo is not None and any(nvlink_count(c) for row in topo.links for c in row)
+        if has_nvlink and "shm" in transports and "p2p" not in transports:
+            return "warn", (
+                "NCCL moved data through shared host memory (SHM) between GPUs that have "
+                "NVLink: peer-to-peer is disabled (NCCL_P2P_DISABLE, IOMMU/ACS)"
+            )
+        return None
+    if any(t.lower() in transports for t in RDMA_TRANSPORTS):
+        return "pass", "inter-node traffic over RDMA (NET/IB)"
+    if "net/socket" not in transports:
+        return "warn", "inter-node transport not visible: run with NCCL_DEBUG=INFO"
+    if any(h.active_rails() for h in judge.evidence.hosts.values()):
+        return "fail", (
+            "NET/Socket (TCP) used across nodes although RDMA ports are active: no GPUDirect "
+            "RDMA (check NCCL_IB_DISABLE, NCCL_NET, NCCL_IB_HCA, the IB plugin)"
+        )
+    return "warn", "NET/Socket (TCP) used across nodes: no GPUDirect RDMA"
+
+
+def _version_mix(run: NcclRun) -> str | None:
+    by_host = run.nccl_versions_by_host
+    if len(set(by_host.values())) > 1:
+        return ", ".join(f"{h}: {v}" for h, v in sorted(by_host.items()))
+    return None
+
+
+def nccl_checks(judge: Judge, host: HostEvidence, parsed: Parsed[NcclRun]) -> None:
+    run = parsed.record
+    collective = collective_name(run, parsed.file)
+    multinode = is_multinode(parsed.file, run_hosts(run))
+    prefix = f"{parsed.tool}.{_scope(collective, multinode)}"
+    _record_problems(judge, parsed, prefix)
+    transport = _transport_verdict(judge, host, run, multinode)
+    if transport:
+        judge.add(Check(
+            check_id=f"{prefix}.transport", host=parsed.host, category="transport",
+            status=transport[0], reason=transport[1], measured=" ".join(run.transports) or None,
+            source=parsed.source(),
+        ))  # fmt: skip
+    if mixed := _version_mix(run):
+        judge.add(Check(
+            check_id=f"{parsed.tool}.nccl-version", host=parsed.host, category="consistency",
+            status="fail", source=parsed.source(),
+            reason=f"mixed NCCL versions in one job ({mixed}): jobs hang or fail",
+        ))  # fmt: skip
+    if run.nranks == 1:
+        judge.add(Check(
+            check_id=f"{prefix}.busbw", host=parsed.host, category="bandwidth",
+            status="unjudged", source=parsed.source(),
+            reason="single rank: busbw is 0 by definition (nothing to communicate with), so "
+            "this is not a bandwidth verdict; run one rank per GPU (-g N or -np N)",
+        ))  # fmt: skip
+        return
+    reference = nccl_reference(host, parsed, collective, len(judge.evidence.folder.hosts))
+    bandwidth_check(judge, parsed, f"{prefix}.busbw", nccl_samples(run), reference,
+                    run.algorithms)  # fmt: skip
+
+
+def all_reduce_bench_checks(judge: Judge, host: HostEvidence,
+                            parsed: Parsed[AllReduceBenchRun]) -> None:  # fmt: skip
+    """ml-engineering all_reduce_bench: busbw rows, judged like nccl-tests (it prints no
+    correctness column)."""
+    run = parsed.record
+    if not run.complete:
+        judge.add(Check(
+            check_id=f"{parsed.tool}.complete", host=parsed.host, category="completeness",
+            status="fail", source=parsed.source(),
+            reason="did not complete: the output stops before its end",
+        ))  # fmt: skip
+    samples = [Sample(r.size_bytes, r.busbw_gbps, r.line) for r in run.rows
+               if r.busbw_gbps is not None]  # fmt: skip
+    reference = node_peak(host, run.collective or "all_reduce", run.nranks)
+    bandwidth_check(judge, parsed, f"{parsed.tool}.busbw", samples, reference, [])
+
+
+def collective_checks(judge: Judge) -> None:
+    for host in judge.evidence.hosts.values():
+        for parsed in host.nccl:
+            if not is_pair_file(parsed.file):  # pair tries are judged by the pair analysis
+                nccl_checks(judge, host, parsed)
+        for bench in host.all_reduce_bench:
+            all_reduce_bench_checks(judge, host, bench)
+
+
+def worst_problem(problems: list[Problem]) -> Problem | None:
+    failing = [p for p in problems if p.status == "fail"]
+    return failing[0] if failing else None

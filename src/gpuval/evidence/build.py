@@ -1,0 +1,287 @@
+"""Build each host's evidence once, from the typed records of its parsed raw files."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from typing import Any, TypeVar
+
+from gpuval.catalog.catalog import GpuModel, identify_gpu
+from gpuval.catalog.systems import detect_system, find_system
+from gpuval.evidence.model import (
+    Declared,
+    GpuNvlinks,
+    GpuPcie,
+    HostEvidence,
+    IbPortState,
+    Interface,
+    Parsed,
+    RunEvidence,
+    Topology,
+)
+from gpuval.records.bandwidth import AllReduceBenchRun, NvbandwidthRun
+from gpuval.records.collective_bench import CollectiveBenchRun
+from gpuval.records.interfaces import NetInterfacesRun
+from gpuval.records.nccl import NcclRun
+from gpuval.records.network import InfinibandRun
+from gpuval.records.nvidia_smi import NvidiaSmiRun
+from gpuval.records.p2p import P2PRun
+from gpuval.records.software import SoftwareVersionRun
+from gpuval.records.topology import TopologyRun
+from gpuval.runfolder import RawFile, RunFolder
+from gpuval.steps import pair_step
+
+R = TypeVar("R")
+
+
+def runs_of(files: Iterable[RawFile], kind: type[R]) -> Iterator[Parsed[R]]:
+    """Every parsed run of record type `kind`, in file order."""
+    for raw in files:
+        if raw.parse is None:
+            continue
+        for run in raw.parse.runs:
+            if isinstance(run, kind):
+                yield Parsed(raw, run)
+
+
+def superseded_pair_tries(files: Iterable[RawFile]) -> set[str]:
+    """Paths of pair tries that a later try of the same step replaced."""
+    files = list(files)
+    last: dict[tuple[str, str, str, int], int] = {}
+    for raw in files:
+        if step := pair_step(raw.step):
+            key = (step.kind, step.src, step.dst, step.round)
+            last[key] = max(step.attempt, last.get(key, 0))
+    return {
+        raw.path
+        for raw in files
+        if (step := pair_step(raw.step))
+        and step.attempt < last[(step.kind, step.src, step.dst, step.round)]
+    }
+
+
+def _declared(document: dict[str, Any]) -> Declared:
+    rate = document.get("nic_rate_gbit")
+    return Declared(
+        gpu_model=document.get("gpu_model"),
+        gpus_per_node=document.get("gpus_per_node"),
+        system=document.get("system"),
+        nic_count=document.get("nic_count"),
+        nic_rate_gbit=float(rate) if rate is not None else None,
+        ib_hcas=tuple(document.get("ib_hcas", ())),
+        network_interface=document.get("network_interface"),
+    )
+
+
+def _gpu_names(files: list[RawFile]) -> list[str]:
+    """GPU names from the preflight's nvidia-smi, then topo-free benchmark device lists."""
+    names = [gpu.name for p in runs_of(files, NvidiaSmiRun) for gpu in p.record.gpus if gpu.name]
+    for nccl in runs_of(files, NcclRun):
+        names += [d.name for d in nccl.record.devices if d.name]
+    for p2p in runs_of(files, P2PRun):
+        names += [d.name for d in p2p.record.devices if d.name]
+    for bench in runs_of(files, AllReduceBenchRun):
+        env = bench.record.environment
+        if env.device_name:
+            names.append(env.device_name)
+        elif env.hardware and (match := re.search(r"name='([^']+)'", env.hardware)):
+            names.append(match.group(1))
+    for nvb in runs_of(files, NvbandwidthRun):
+        names += [d.name for d in nvb.record.devices if d.name]
+    return [n.strip() for n in names if n.strip()]
+
+
+def _first_model(names: list[str]) -> GpuModel | None:
+    for name in names:
+        if model := identify_gpu(name):
+            return model
+    return None
+
+
+def _gpu_count(files: list[RawFile]) -> int | None:
+    """nvidia-smi's list, else topo's GPU columns, else p2p's num_gpus, else the devices of a
+    single-host nccl-tests run (a multi-host run lists other hosts' GPUs too)."""
+    smi = [len(p.record.gpus) for p in runs_of(files, NvidiaSmiRun) if p.record.format != "nvlink"]
+    topo = [
+        sum(d.startswith("GPU") for d in p.record.devices)
+        for p in runs_of(files, TopologyRun)
+        if p.record.matrix == "topology"
+    ]
+    p2p = [p.record.num_gpus or 0 for p in runs_of(files, P2PRun)]
+    nccl = [len(p.record.devices) for p in runs_of(files, NcclRun) if len(p.record.hosts) <= 1]
+    for counts in (smi, topo, p2p, nccl):
+        largest = max(counts, default=0)
+        if largest:
+            return largest
+    return None
+
+
+def _topology(files: list[RawFile]) -> Topology | None:
+    for parsed in runs_of(files, TopologyRun):
+        run = parsed.record
+        if run.matrix != "topology":
+            continue
+        gpu_index = [i for i, d in enumerate(run.devices) if d.startswith("GPU")]
+        nic_index = [i for i, d in enumerate(run.devices) if not d.startswith("GPU")]
+        if not gpu_index or any(len(run.links) <= i for i in gpu_index):
+            continue
+
+        def cell(row: int, col: int, links: list[list[str | None]] = run.links) -> str:
+            value = links[row][col] if col < len(links[row]) else None
+            return (value or "").strip()
+
+        return Topology(
+            gpus=[run.devices[i] for i in gpu_index],
+            links=[[cell(r, c) for c in gpu_index] for r in gpu_index],
+            nics=[run.nic_legend.get(run.devices[i], run.devices[i]) for i in nic_index],
+            nic_cells={run.devices[r]: [cell(r, c) for c in nic_index] for r in gpu_index},
+            source=parsed.source(),
+        )
+    return None
+
+
+def _pcie(files: list[RawFile]) -> list[GpuPcie]:
+    """Each GPU's PCIe link from the most detailed nvidia-smi form that printed it."""
+    for parsed in runs_of(files, NvidiaSmiRun):
+        found = [
+            GpuPcie(f"GPU{gpu.index if gpu.index is not None else i}", gpu.pcie, parsed.source())
+            for i, gpu in enumerate(parsed.record.gpus)
+            if gpu.pcie is not None
+        ]
+        if found:
+            return found
+    return []
+
+
+def _nvlinks(files: list[RawFile]) -> list[GpuNvlinks]:
+    for parsed in runs_of(files, NvidiaSmiRun):
+        if parsed.record.format != "nvlink":
+            continue
+        return [
+            GpuNvlinks(f"GPU{gpu.index if gpu.index is not None else i}", gpu.nvlinks or [],
+                       parsed.source())
+            for i, gpu in enumerate(parsed.record.gpus)
+        ]  # fmt: skip
+    return []
+
+
+def _ib_ports(files: list[RawFile]) -> list[IbPortState]:
+    """Ports from ibstat, else ibv_devinfo (the same adapters; never counted twice)."""
+    by_tool: dict[str, list[IbPortState]] = {}
+    for parsed in runs_of(files, InfinibandRun):
+        for device in parsed.record.devices:
+            for port in device.ports:
+                by_tool.setdefault(parsed.tool, []).append(IbPortState(
+                    device.name, port.port, port.state, port.physical_state, port.rate_gbps,
+                    port.link_layer, parsed.source(port.line),
+                ))  # fmt: skip
+    return by_tool.get("ibstat") or by_tool.get("ibv_devinfo") or []
+
+
+def _interfaces(files: list[RawFile]) -> list[Interface]:
+    return [
+        Interface(i.name, i.speed_mbit, i.operstate, parsed.source(i.line))
+        for parsed in runs_of(files, NetInterfacesRun)
+        for i in parsed.record.interfaces
+    ]
+
+
+_NCCL_VERSION = re.compile(r"(\d+)\s*[.,]\s*(\d+)\s*[.,]\s*(\d+)")
+
+
+def nccl_version_number(text: str | None) -> str | None:
+    """'2.26.2+cuda12.8' (NCCL_DEBUG) and '(2, 26, 2)' (torch) both -> '2.26.2', so hosts
+    read by different tools compare equal."""
+    match = _NCCL_VERSION.search(text or "")
+    return ".".join(match.groups()) if match else text
+
+
+def _software(files: list[RawFile], component: str, named: bool = False) -> str | None:
+    for parsed in runs_of(files, SoftwareVersionRun):
+        run = parsed.record
+        if run.component == component and run.version:
+            return (
+                f"{run.implementation} {run.version}"
+                if named and run.implementation
+                else (run.version)
+            )
+    return None
+
+
+def _first(values: Iterable[str | None]) -> str | None:
+    return next((v.strip() for v in values if v and v.strip()), None)
+
+
+def _versions(files: list[RawFile]) -> dict[str, str]:
+    smi = [p.record for p in runs_of(files, NvidiaSmiRun)]
+    nccl = [p.record for p in runs_of(files, NcclRun)]
+    bench = [p.record for p in runs_of(files, AllReduceBenchRun)]
+    collective = [p.record for p in runs_of(files, CollectiveBenchRun)]
+    found = {
+        "driver": _first(r.driver_version for r in smi),
+        "cuda": _first(r.cuda_version for r in smi),
+        "nccl": nccl_version_number(
+            _first([r.nccl_version for r in nccl] + [r.environment.nccl for r in bench])
+            or _first(r.nccl_version for r in collective)
+            or _software(files, "nccl")
+        ),
+        "mpi": _software(files, "mpi", named=True),
+        "cuda_toolkit": _software(files, "cuda-toolkit"),
+        "nccl_tests": _first(r.nccl_tests_version for r in nccl),
+    }
+    return {key: value for key, value in found.items() if value}
+
+
+def _host(folder: RunFolder, name: str, reachable: bool, superseded: set[str]) -> HostEvidence:
+    files = [f for f in folder.files if f.host == name]
+    judged = [f for f in files if f.path not in superseded]
+    declared = _declared(folder.declared(name))
+    names = _gpu_names(files)
+    detected = _first_model(names)
+    declared_model = identify_gpu(declared.gpu_model) if declared.gpu_model else None
+    topology = _topology(files)
+    model = declared_model or detected
+    system = detect_system(model, topology.links) if model and topology else None
+    return HostEvidence(
+        name=name,
+        reachable=reachable,
+        files=files,
+        declared=declared,
+        gpu_names=names,
+        detected_model=detected,
+        declared_model=declared_model,
+        gpu_count=_gpu_count(files),
+        topology=topology,
+        detected_system=system,
+        declared_system=find_system(declared.system) if declared.system else None,
+        pcie=_pcie(files),
+        nvlinks=_nvlinks(files),
+        ib_ports=_ib_ports(files),
+        interfaces=_interfaces(files),
+        versions=_versions(files),
+        nccl=list(runs_of(judged, NcclRun)),
+        all_reduce_bench=list(runs_of(files, AllReduceBenchRun)),
+        p2p=list(runs_of(files, P2PRun)),
+        nvbandwidth=list(runs_of(files, NvbandwidthRun)),
+    )
+
+
+def _answered(files: list[RawFile]) -> set[str]:
+    """Hosts named by a pair step that finished with a parsed result: every file of a pair lies
+    with its first host, so the last host of a pair-only run has no folder of its own."""
+    hosts = set()
+    for raw in files:
+        step = pair_step(raw.step)
+        finished = raw.sidecar is None or raw.sidecar.problem() is None
+        if step and finished and raw.parse and raw.parse.runs and not raw.parse.errors:
+            hosts |= {step.src, step.dst}
+    return hosts
+
+
+def build_evidence(folder: RunFolder) -> RunEvidence:
+    unreachable = sorted(set(folder.without_folder) - _answered(folder.files))
+    superseded = superseded_pair_tries(folder.files)
+    hosts = {
+        name: _host(folder, name, name not in unreachable, superseded) for name in folder.hosts
+    }
+    return RunEvidence(folder, hosts, unreachable)

@@ -1,0 +1,224 @@
+"""Evidence: what each host is and what it measured, as typed records, built once per run.
+
+The checks read only this: the declared contract (run.json `declared`), the GPUs, board and
+network that the preflight outputs show, and every benchmark run with the raw file it came from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from gpuval.catalog.catalog import GpuModel
+from gpuval.catalog.network import Port
+from gpuval.catalog.systems import System
+from gpuval.records.bandwidth import AllReduceBenchRun, NvbandwidthRun
+from gpuval.records.nccl import NcclRun
+from gpuval.records.nvidia_smi import NvLinkState, PcieLink
+from gpuval.records.p2p import P2PRun
+from gpuval.runfolder import RawFile, RunFolder
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class Parsed(Generic[R]):
+    """One parsed run and the raw file it came from."""
+
+    file: RawFile
+    record: R
+
+    @property
+    def host(self) -> str:
+        return self.file.host
+
+    @property
+    def tool(self) -> str:
+        return self.file.parse.tool if self.file.parse else ""
+
+    def source(self, line: int | None = None) -> str:
+        return f"{self.file.path}:{line}" if line else self.file.path
+
+
+@dataclass(frozen=True)
+class Topology:
+    """The GPU part of one `nvidia-smi topo -m`: names, cells, and the cells to each NIC."""
+
+    gpus: list[str]
+    links: list[list[str]]  # square, GPU x GPU, "X" on the diagonal
+    nics: list[str]
+    nic_cells: dict[str, list[str]]  # GPU name -> its cell to each NIC, in `nics` order
+    source: str
+
+    def cell(self, src: int, dst: int) -> str | None:
+        index = {name: i for i, name in enumerate(self.gpus)}
+        a, b = index.get(f"GPU{src}"), index.get(f"GPU{dst}")
+        return self.links[a][b] if a is not None and b is not None else None
+
+
+@dataclass(frozen=True)
+class GpuPcie:
+    """One GPU's PCIe link as NVML reports it."""
+
+    gpu: str  # "GPU3"
+    link: PcieLink
+    source: str
+
+
+@dataclass(frozen=True)
+class GpuNvlinks:
+    """One GPU's NVLink states (`nvidia-smi nvlink -s`)."""
+
+    gpu: str
+    links: list[NvLinkState]
+    source: str
+
+
+@dataclass(frozen=True)
+class IbPortState:
+    """One RDMA port as ibstat / ibv_devinfo printed it."""
+
+    device: str
+    port: int
+    state: str | None
+    physical_state: str | None
+    rate_gbit: float | None
+    link_layer: str | None
+    source: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.device} port {self.port}"
+
+    @property
+    def active(self) -> bool:
+        return "active" in (self.state or "").lower()
+
+
+@dataclass(frozen=True)
+class Interface:
+    """One network interface's sysfs speed and state."""
+
+    name: str
+    speed_mbit: int | None
+    operstate: str | None
+    source: str
+
+
+@dataclass(frozen=True)
+class Declared:
+    """What the inventory says a host is (run.json `declared`); None: not declared."""
+
+    gpu_model: str | None = None
+    gpus_per_node: int | None = None
+    system: str | None = None
+    nic_count: int | None = None
+    nic_rate_gbit: float | None = None
+    ib_hcas: tuple[str, ...] = ()
+    network_interface: str | None = None
+
+
+@dataclass
+class HostFacts:
+    """What a host is, for results.json and the report's provenance table."""
+
+    name: str
+    reachable: bool = True
+    gpu_model: str | None = None  # the catalog model judged against (declared, else detected)
+    gpu_count: int | None = None
+    driver_version: str | None = None
+    cuda_version: str | None = None
+    nccl_version: str | None = None
+    mpi_version: str | None = None
+    nccl_tests_version: str | None = None
+    gpu_name: str | None = None  # as printed; gpu_model is the catalog model it maps to
+    cuda_toolkit_version: str | None = None  # nvcc's; cuda_version is the driver's (nvidia-smi)
+    system: str | None = None  # the catalog system (board) judged against
+
+
+@dataclass
+class HostEvidence:
+    """Everything judged about one host."""
+
+    name: str
+    reachable: bool
+    files: list[RawFile]
+    declared: Declared
+    gpu_names: list[str]  # as printed, preflight outputs first
+    detected_model: GpuModel | None  # from the first name the catalog knows
+    declared_model: GpuModel | None
+    gpu_count: int | None
+    topology: Topology | None
+    detected_system: System | None
+    declared_system: System | None
+    pcie: list[GpuPcie]
+    nvlinks: list[GpuNvlinks]
+    ib_ports: list[IbPortState]
+    interfaces: list[Interface]
+    versions: dict[str, str]  # driver, cuda, nccl, mpi, cuda_toolkit, nccl_tests
+    nccl: list[Parsed[NcclRun]] = field(default_factory=list)
+    all_reduce_bench: list[Parsed[AllReduceBenchRun]] = field(default_factory=list)
+    p2p: list[Parsed[P2PRun]] = field(default_factory=list)
+    nvbandwidth: list[Parsed[NvbandwidthRun]] = field(default_factory=list)
+
+    @property
+    def model(self) -> GpuModel | None:
+        """The model judged against: the declared one (the contract), else what was seen."""
+        return self.declared_model or self.detected_model
+
+    @property
+    def system(self) -> System | None:
+        return self.declared_system or self.detected_system
+
+    def rdma_ports(self) -> list[IbPortState]:
+        """The ports that carry GPU traffic: the declared HCAs, else every InfiniBand port, else
+        (RoCE nodes) every port ibstat lists."""
+        if self.declared.ib_hcas:
+            return [p for p in self.ib_ports if p.device in self.declared.ib_hcas]
+        infiniband = [p for p in self.ib_ports if (p.link_layer or "").lower() == "infiniband"]
+        return infiniband or list(self.ib_ports)
+
+    def active_rails(self) -> list[Port]:
+        return [
+            Port(p.rate_gbit, p.link_layer, p.name)
+            for p in self.rdma_ports()
+            if p.active and p.rate_gbit
+        ]
+
+    def tcp_interface(self) -> Interface | None:
+        """The interface TCP tests use: the declared one, else the only one that is up."""
+        if self.declared.network_interface:
+            named = [i for i in self.interfaces if i.name == self.declared.network_interface]
+            return named[0] if named else None
+        up = [i for i in self.interfaces if i.name != "lo" and i.operstate == "up"]
+        return up[0] if len(up) == 1 else None
+
+    def facts(self) -> HostFacts:
+        model = self.model
+        system = self.system
+        return HostFacts(
+            name=self.name,
+            reachable=self.reachable,
+            gpu_model=model.model if model else self.declared.gpu_model,
+            gpu_count=self.gpu_count,
+            driver_version=self.versions.get("driver"),
+            cuda_version=self.versions.get("cuda"),
+            nccl_version=self.versions.get("nccl"),
+            mpi_version=self.versions.get("mpi"),
+            nccl_tests_version=self.versions.get("nccl_tests"),
+            gpu_name=self.gpu_names[0] if self.gpu_names else None,
+            cuda_toolkit_version=self.versions.get("cuda_toolkit"),
+            system=system.name if system else None,
+        )
+
+
+@dataclass
+class RunEvidence:
+    """The run folder and each host's evidence."""
+
+    folder: RunFolder
+    hosts: dict[str, HostEvidence]
+    unreachable: list[str]  # listed in run.json, no folder, and no pair test answered
+
+    def host(self, name: str) -> HostEvidence | None:
+        return self.hosts.get(name)

@@ -1,0 +1,52 @@
+"""A judged run: everything the report, summary.json, junit.xml and measurements.csv need,
+and results.json (the whole of it, schema-validated)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpuval.checks.model import Check, Expectation, Status
+from gpuval.evidence import HostFacts
+from gpuval.records.base import Diagnostic, to_jsonable
+from gpuval.runfolder import RawFile
+from gpuval.schema import validate
+
+
+@dataclass
+class RunResults:
+    run_id: str
+    generated_at: str
+    gpuval_version: str
+    verdict: Status
+    hosts: list[HostFacts]
+    files: list[RawFile]
+    checks: list[Check]
+    expectations: list[Expectation]
+    diagnostics: list[Diagnostic] = field(default_factory=list)  # run-folder problems
+    meta: dict[str, Any] = field(default_factory=dict)  # run.json as written by the playbook
+    # The pair analysis (gpuval.checks.pairs.PairAnalysis.to_dict): tables "tries", "pairs",
+    # "nodes"; {} when no pair test ran.
+    pairs: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+
+def results_document(results: RunResults) -> dict[str, Any]:
+    """The results.json document (schema: results.schema.json)."""
+    document = to_jsonable(results)
+    document["schema_version"] = 1
+    document["files"] = [
+        {**to_jsonable(raw), "parse": raw.parse.to_dict() if raw.parse else None}
+        for raw in results.files
+    ]
+    return dict(document)
+
+
+def write_results(results: RunResults, out_dir: Path) -> Path:
+    """Validate and write results.json; deterministic (sorted keys, fixed indent)."""
+    document = results_document(results)
+    validate(document, "results")
+    path = out_dir / "results.json"
+    path.write_text(json.dumps(document, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return path
