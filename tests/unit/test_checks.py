@@ -1,4 +1,5 @@
-"""The checks, on hand-built records: every verdict rule and its reason."""
+"""The checks, on typed records: every verdict rule and its reason. Expected verdicts come
+from the specs (catalog references) and from what the outputs themselves print."""
 
 from __future__ import annotations
 
@@ -8,96 +9,129 @@ from typing import Any
 
 import pytest
 
-from gpuval.analysis.checks import Sample, judge_run, large_message
-from gpuval.analysis.model import Check, HostFacts, RawFile, Sidecar
-from gpuval.analysis.thresholds import DEFAULTS, ThresholdsError, load_thresholds
+from gpuval.checks import judge_run
+from gpuval.checks.model import Check
+from gpuval.checks.nccl import Sample, judged_sample
+from gpuval.checks.thresholds import DEFAULTS, ThresholdsError, load_thresholds
+from gpuval.evidence import build_evidence
+from gpuval.records.bandwidth import NvbandwidthMatrix, NvbandwidthRun, NvbandwidthTest
 from gpuval.records.base import ParseResult
-from gpuval.runfolder import RunFolder
+from gpuval.records.nccl import (
+    NcclDevice,
+    NcclHalf,
+    NcclOutOfBounds,
+    NcclRow,
+    NcclRun,
+    NcclWarning,
+)
+from gpuval.records.network import IbDevice, IbPort, InfinibandRun
+from gpuval.records.nvidia_smi import NvidiaSmiRun, NvLinkState, PcieLink, SmiGpu
+from gpuval.records.p2p import P2PRun, PeerAccess
+from gpuval.records.topology import TopologyRun
+from gpuval.runfolder import RawFile, RunFolder, Sidecar, read_run_folder
 
 GIB = 1 << 30
-NV18_4 = [["X" if i == j else "NV18" for j in range(4)] for i in range(4)]
+MIB = 1 << 20
+H100 = "NVIDIA H100 80GB HBM3"
 
 
-def nccl_run(
+def square(size: int, cell: str) -> list[list[str]]:
+    return [["X" if i == j else cell for j in range(size)] for i in range(size)]
+
+
+NV18_4 = square(4, "NV18")
+NV18_8 = square(8, "NV18")
+
+
+def nccl(
     busbw: dict[int, float],
+    *,
     wrong: int = 0,
     nranks: int = 4,
-    bounds: dict[str, Any] | None = None,
+    bounds: NcclOutOfBounds | None = None,
+    collective: str | None = "all_reduce",
+    hosts: list[str] | None = None,
+    with_wrong: bool = True,
     **extra: Any,
-) -> dict[str, Any]:
+) -> NcclRun:
     rows = [
-        {
-            "size_bytes": size,
-            "line": 10 + i,
-            "out_of_place": {"busbw_gbps": value, "wrong": wrong if size == GIB else 0},
-            "in_place": {"busbw_gbps": value, "wrong": 0},
-        }
+        NcclRow(
+            size_bytes=size,
+            line=10 + i,
+            out_of_place=NcclHalf(busbw_gbps=value, wrong=(wrong if size == GIB else 0)
+                                  if with_wrong else None),
+            in_place=NcclHalf(busbw_gbps=value, wrong=0 if with_wrong else None),
+        )
         for i, (size, value) in enumerate(sorted(busbw.items()))
-    ]
-    return {
-        "collective": "all_reduce",
-        "nranks": nranks,
-        "complete": True,
-        "rows": rows,
-        "out_of_bounds": bounds if bounds is not None else {"count": 0, "ok": True},
-        "failures": [],
-        **extra,
-    }
+    ]  # fmt: skip
+    run = NcclRun(
+        collective=collective, nranks=nranks, complete=True, rows=rows,
+        out_of_bounds=bounds if bounds is not None else NcclOutOfBounds(0, True),
+        avg_busbw_gbps=sum(busbw.values()) / max(len(busbw), 1), avg_busbw_check="",
+        hosts=hosts or [],
+    )  # fmt: skip
+    for key, value in extra.items():
+        setattr(run, key, value)
+    return run
 
 
-def raw(
-    host: str, name: str, tool: str | None, runs: list[dict[str, Any]], **sidecar: Any
-) -> RawFile:
+def raw(host: str, name: str, tool: str | None, runs: list[Any], **sidecar: Any) -> RawFile:
     path = f"raw/{host}/{name}.txt"
     side = Sidecar(
-        name=name,
-        host=host,
-        phase=sidecar.pop("phase", "intranode"),
-        raw=f"{name}.txt",
-        exit_code=sidecar.pop("exit_code", 0),
-        **sidecar,
-    )
-    parse = ParseResult(tool, path, list(runs)) if tool else None
-    return RawFile(host, path, side, parse)
+        name=name, host=host, phase=sidecar.pop("phase", "intranode"), raw=f"{name}.txt",
+        exit_code=sidecar.pop("exit_code", 0), **sidecar,
+    )  # fmt: skip
+    return RawFile(host, path, side, ParseResult(tool, path, list(runs)) if tool else None)
 
 
 def topo(host: str, links: list[list[str]], nics: int = 0, nic_cell: str = "PHB") -> RawFile:
     gpus = [f"GPU{i}" for i in range(len(links))]
-    names = gpus + [f"NIC{i}" for i in range(nics)]
-    rows = [row + [nic_cell] * nics for row in links]
+    rows: list[list[str | None]] = [[*row, *[nic_cell] * nics] for row in links]
     rows += [[nic_cell] * len(gpus) + ["X"] for _ in range(nics)]
-    return raw(
-        host,
-        "nvidia-smi-topo",
-        "nvidia-smi-topo",
-        [{"devices": names, "links": rows}],
-        phase="preflight",
-    )
+    run = TopologyRun(devices=gpus + [f"NIC{i}" for i in range(nics)], links=rows)
+    return raw(host, "nvidia-smi-topo", "nvidia-smi-topo", [run], phase="preflight")
 
 
-def judge(
-    files: list[RawFile],
-    facts: list[HostFacts] | None = None,
-    meta: dict[str, Any] | None = None,
-    unreachable: list[str] | None = None,
-) -> list[Check]:
-    hosts = sorted({f.host for f in files} | set(unreachable or []))
-    folder = RunFolder(Path("."), meta or {}, hosts, unreachable or [], files)
-    facts = facts or [HostFacts(h, gpu_model="H100 SXM", gpu_count=4) for h in hosts]
-    checks, _ = judge_run(folder, facts, DEFAULTS)
-    return checks
+def smi(host: str, name: str = H100, count: int = 4, **gpu: Any) -> RawFile:
+    gpus = [SmiGpu(index=i, name=name, **gpu) for i in range(count)]
+    run = NvidiaSmiRun(format="csv", driver_version="570.1", cuda_version="12.8", gpus=gpus)
+    return raw(host, "nvidia-smi-query-gpu", "nvidia-smi-csv", [run], phase="preflight")
+
+
+def ibstat(host: str, ports: list[tuple[str, str, float]]) -> RawFile:
+    """ports: (device, state, rate Gb/s)."""
+    devices = [
+        IbDevice(name=device, ports=[IbPort(
+            port=1, state=state, physical_state="LinkUp" if state == "Active" else "Disabled",
+            rate_gbps=rate, link_layer="InfiniBand", line=i,
+        )])
+        for i, (device, state, rate) in enumerate(ports, start=1)
+    ]  # fmt: skip
+    return raw(host, "ibstat", "ibstat", [InfinibandRun(devices)], phase="preflight")
+
+
+def judge(files: list[RawFile], meta: dict[str, Any] | None = None,
+          without_folder: list[str] | None = None) -> list[Check]:  # fmt: skip
+    hosts = sorted({f.host for f in files} | set(without_folder or []))
+    folder = RunFolder(Path("."), meta or {}, hosts, without_folder or [], files)
+    return judge_run(build_evidence(folder), DEFAULTS).checks
 
 
 def find(checks: list[Check], suffix: str, host: str | None = None) -> Check:
     found = [c for c in checks if c.check_id.endswith(suffix) and host in (None, c.host)]
-    assert len(found) == 1, [(c.check_id, c.reason) for c in checks]
+    assert len(found) == 1, [(c.check_id, c.host, c.status, c.reason) for c in checks]
     return found[0]
 
 
+def h100_node(host: str = "n1", links: list[list[str]] = NV18_4) -> list[RawFile]:
+    return [smi(host, count=len(links)), topo(host, links)]
+
+
+# ------------------------------------------------------------------ correctness, completeness
+
+
 def test_wrong_values_fail_naming_size_and_count() -> None:
-    checks = judge(
-        [raw("n1", "ar", "nccl-tests", [nccl_run({GIB: 355.9}, wrong=7)]), topo("n1", NV18_4)]
-    )
+    checks = judge([raw("n1", "ar", "nccl-tests", [nccl({GIB: 355.9}, wrong=7)]), *h100_node()])
     check = find(checks, "all_reduce.correctness")
     assert check.status == "fail"
     assert "7 wrong at 1 GiB (out-of-place)" in check.reason
@@ -105,30 +139,53 @@ def test_wrong_values_fail_naming_size_and_count() -> None:
 
 
 def test_out_of_bounds_failed_fails() -> None:
-    run = nccl_run({GIB: 355.9}, bounds={"count": 3, "ok": False})
+    run = nccl({GIB: 355.9}, bounds=NcclOutOfBounds(3, False))
     check = find(judge([raw("n1", "ar", "nccl-tests", [run])]), "out-of-bounds")
     assert check.status == "fail" and "3 FAILED" in check.reason
 
 
 def test_missing_correctness_columns_fail_closed_but_na_with_footer_warns() -> None:
-    no_evidence = nccl_run({GIB: 355.9}, bounds={})
-    for row in no_evidence["rows"]:
-        row["out_of_place"]["wrong"] = row["in_place"]["wrong"] = None
-    assert (
-        find(judge([raw("n1", "ar", "nccl-tests", [no_evidence])]), "correctness").status == "fail"
-    )
-    unvalidated = {**no_evidence, "out_of_bounds": {"count": 0, "ok": True}}
+    no_evidence = nccl({GIB: 355.9}, with_wrong=False)
+    no_evidence.out_of_bounds = None
+    check = find(judge([raw("n1", "ar", "nccl-tests", [no_evidence])]), "correctness")
+    assert check.status == "fail"
+    unvalidated = nccl({GIB: 355.9}, with_wrong=False)
     check = find(judge([raw("n1", "ar", "nccl-tests", [unvalidated])]), "correctness")
     assert check.status == "warn" and "-c 1" in check.reason
 
 
+def test_avg_bus_bandwidth_failed_line_fails() -> None:
+    # NCCL_TESTS_MIN_BW: nccl-tests prints "# Avg bus bandwidth : 0 FAILED" and exits 7 (the
+    # device recording); the exit status fails the step, the line fails the run on its own too
+    run = nccl({GIB: 355.9}, avg_busbw_check="FAILED")
+    check = find(judge([raw("n1", "ar", "nccl-tests", [run]), *h100_node()]), "failed-line")
+    assert check.status == "fail" and "NCCL_TESTS_MIN_BW" in check.reason
+
+
+@pytest.mark.parametrize(
+    ("message", "status", "words"),
+    [
+        ("Cuda failure 'unspecified launch failure'", "fail", "fatal"),
+        ("NET/IB : Got async event : port error", "fail", "cable"),
+        ('Missing "iommu=pt" from kernel command line which can lead to system instability',
+         "warn", "iommu=pt"),
+        ("a warning nobody catalogued", "warn", "unknown"),
+        ("[Service thread] Accept failed Resource temporarily unavailable", "pass", "benign"),
+    ],
+)  # fmt: skip
+def test_nccl_warn_lines_are_read(message: str, status: str, words: str) -> None:
+    run = nccl({GIB: 355.9}, nccl_warnings=[NcclWarning("n1", message, 77)])
+    checks = judge([raw("n1", "ar", "nccl-tests", [run]), *h100_node()])
+    warn = next(c for c in checks if ".nccl-warn-" in c.check_id)
+    assert warn.status == status and words in warn.reason
+    assert warn.source == "raw/n1/ar.txt:77" and "line 77" in warn.reason
+
+
+# ------------------------------------------------------------------ bandwidth
+
+
 def test_forty_percent_of_duplex_is_explained_as_per_direction() -> None:
-    checks = judge(
-        [
-            raw("n1", "ar", "nccl-tests", [nccl_run({GIB // 2: 347.9, GIB: 355.9})]),
-            topo("n1", NV18_4),
-        ]
-    )
+    checks = judge([raw("n1", "ar", "nccl-tests", [nccl({GIB: 355.9})]), *h100_node()])
     check = find(checks, "all_reduce.busbw")
     assert check.status == "pass"
     assert check.reason.startswith(
@@ -140,99 +197,151 @@ def test_forty_percent_of_duplex_is_explained_as_per_direction() -> None:
 
 @pytest.mark.parametrize(("busbw", "status"), [(320.0, "pass"), (270.0, "warn"), (200.0, "fail")])
 def test_busbw_bands(busbw: float, status: str) -> None:
-    checks = judge([raw("n1", "ar", "nccl-tests", [nccl_run({GIB: busbw})]), topo("n1", NV18_4)])
+    checks = judge([raw("n1", "ar", "nccl-tests", [nccl({GIB: busbw})]), *h100_node()])
     assert find(checks, "busbw").status == status
 
 
-def test_judges_the_large_message_maximum_not_the_footer_average() -> None:
-    run = nccl_run({1 << 20: 56.0, 256 << 20: 339.8, GIB: 300.0}, avg_busbw_gbps=98.4)
-    check = find(judge([raw("n1", "ar", "nccl-tests", [run]), topo("n1", NV18_4)]), "busbw")
-    assert check.measured == 339.8 and "at 256 MiB" in check.reason
+def test_judged_on_the_plateau_floor_never_the_footer_or_the_best_size() -> None:
+    # a sweep that collapses at its largest size: 339.8 at 256 MiB, 200 at 1 GiB
+    run = nccl({MIB: 56.0, 256 * MIB: 339.8, GIB: 200.0})
+    check = find(judge([raw("n1", "ar", "nccl-tests", [run]), *h100_node()]), "busbw")
+    assert check.measured == 200.0 and check.status == "fail"
+    assert "falls from 339.8 GB/s at 256 MiB to 200.0 GB/s at 1 GiB" in check.reason
+
+
+def test_a_curve_still_rising_at_256_mib_is_judged_where_it_levels_off() -> None:
+    chosen = judged_sample(
+        [Sample(256 * MIB, 280.0, 1), Sample(512 * MIB, 340.0, 2), Sample(GIB, 352.0, 3)],
+        256 * MIB,
+    )
+    assert chosen is not None and chosen.sample.busbw_gbps == 340.0 and chosen.note == ""
 
 
 def test_short_sweep_falls_back_to_the_largest_size_with_a_note() -> None:
-    chosen = large_message([Sample(1 << 20, 50.0, 1), Sample(8 << 20, 190.0, 2)], 256 << 20)
-    assert chosen == (Sample(8 << 20, 190.0, 2), True)
-    check = find(
-        judge([raw("n1", "ar", "nccl-tests", [nccl_run({8 << 20: 190.0})]), topo("n1", NV18_4)]),
-        "busbw",
-    )
+    run = nccl({8 * MIB: 190.0})
+    check = find(judge([raw("n1", "ar", "nccl-tests", [run]), *h100_node()]), "busbw")
     assert check.status == "fail" and "sweep stops below 256 MiB" in check.reason
 
 
 def test_nvls_above_peak_passes_with_caveat_and_without_nvls_warns() -> None:
-    nvls = nccl_run({GIB: 480.0}, algorithms=["NVLS"])
-    check = find(judge([raw("n1", "ar", "nccl-tests", [nvls]), topo("n1", NV18_4)]), "busbw")
+    nvls = nccl({GIB: 480.0}, algorithms=["NVLS"])
+    check = find(judge([raw("n1", "ar", "nccl-tests", [nvls]), *h100_node()]), "busbw")
     assert check.status == "pass"
     assert "busbw with NVLS/CollNet exceeds link bandwidth by design" in check.reason
-    plain = find(
-        judge([raw("n1", "ar", "nccl-tests", [nccl_run({GIB: 480.0})]), topo("n1", NV18_4)]),
-        "busbw",
-    )
+    plain = find(judge([raw("n1", "ar", "nccl-tests", [nccl({GIB: 480.0})]), *h100_node()]),
+                 "busbw")  # fmt: skip
     assert plain.status == "warn" and "above the per-direction peak" in plain.reason
 
 
 def test_single_rank_is_not_a_bandwidth_verdict() -> None:
-    check = find(judge([raw("n1", "ar", "nccl-tests", [nccl_run({GIB: 0.0}, nranks=1)])]), "busbw")
-    assert check.status == "warn" and "single rank" in check.reason
+    check = find(judge([raw("n1", "ar", "nccl-tests", [nccl({GIB: 0.0}, nranks=1)])]), "busbw")
+    assert check.status == "unjudged" and "single rank" in check.reason
     assert check.reference is None
 
 
-def test_unknown_gpu_model_gives_no_reference_and_says_how_to_declare_it() -> None:
-    checks = judge(
-        [raw("n1", "ar", "nccl-tests", [nccl_run({GIB: 355.9})])], facts=[HostFacts("n1")]
-    )
-    check = find(checks, "busbw")
-    assert check.status == "warn" and "config.hardware.n1.gpu_model" in check.reason
+def test_unknown_gpu_model_is_unjudged_and_says_how_to_declare_it() -> None:
+    checks = judge([raw("n1", "ar", "nccl-tests", [nccl({GIB: 355.9})]), topo("n1", NV18_4)])
+    assert find(checks, "busbw").status == "unjudged"
+    assert "gpuval_gpu_model" in find(checks, "busbw").reason
+    links = find(checks, "gpu-links")
+    assert links.status == "unjudged" and "GPU model unknown" in links.reason
 
 
-def p2p_run(values: dict[tuple[int, int], float], size: int = 4) -> dict[str, Any]:
-    matrix = [
-        [2500.0 if i == j else values.get((i, j), 375.0) for j in range(size)] for i in range(size)
-    ]
-    return {
-        "matrices": {"bandwidth_unidirectional_p2p_enabled": matrix},
-        "complete": True,
-        "connectivity": [[1] * size for _ in range(size)],
-        "failures": [],
-    }
+def test_sendrecv_named_by_the_command_is_judged_against_the_neighbour_link() -> None:
+    # a table alone reads like all_reduce; the sidecar's command says sendrecv_perf
+    table_only = nccl({GIB: 120.0}, collective="all_reduce", collective_inferred=True)
+    mesh = square(4, "NV6")  # HGX H100 4-GPU: NV6 = 150 GB/s between neighbours
+    files = [raw("n1", "sr", "nccl-tests", [table_only],
+                 command="mpirun -np 1 ./build/sendrecv_perf -b 8 -e 1G -g 4"),
+             *h100_node(links=mesh)]  # fmt: skip
+    check = find(judge(files), "sendrecv.busbw")
+    assert check.status == "pass" and check.reference == 150.0
+    all_reduce = [raw("n1", "ar", "nccl-tests", [nccl({GIB: 120.0})]), *h100_node(links=mesh)]
+    check = find(judge(all_reduce), "all_reduce.busbw")  # all 18 links: 450 GB/s
+    assert check.status == "fail" and check.reference == 450.0
 
 
-def test_p2p_pair_far_below_its_siblings_is_named() -> None:
-    checks = judge(
-        [
-            raw("n1", "p2p", "p2pBandwidthLatencyTest", [p2p_run({(2, 1): 300.0})]),
-            topo("n1", NV18_4),
-        ]
-    )
-    pair = find(checks, "p2p.GPU2->GPU1")
-    assert pair.status == "warn" and "80 % of the median 375.0 GB/s" in pair.reason
-    summary = find(checks, "p2p.unidirectional")
-    assert summary.status == "warn" and summary.measured == 300.0 and "1 flagged" in summary.reason
+# ------------------------------------------------------------------ declared vs detected
 
 
-def test_p2p_healthy_matrix_passes_against_the_pair_peak() -> None:
-    checks = judge([raw("n1", "p2p", "p2pBandwidthLatencyTest", [p2p_run({})]), topo("n1", NV18_4)])
-    summary = find(checks, "p2p.unidirectional")
-    assert summary.status == "pass" and summary.reference == 450.0
+def test_declared_model_is_the_contract_and_a_different_gpu_fails() -> None:
+    meta = {"declared": {"n1": {"gpu_model": "H100 SXM"}}}
+    files = [raw("n1", "ar", "nccl-tests", [nccl({GIB: 46.0})]),
+             smi("n1", "NVIDIA H100 PCIe"), topo("n1", square(4, "SYS"))]  # fmt: skip
+    checks = judge(files, meta)
+    model = find(checks, "hardware.gpu-model")
+    assert model.status == "fail" and "declared H100 SXM" in model.reason
+    assert "NVIDIA H100 PCIe" in model.reason
+    assert find(checks, "all_reduce.busbw").status == "fail"  # 46 of an SXM board's 450
 
 
-def test_p2p_no_peer_access_over_nvlink_fails() -> None:
-    run = p2p_run({})
-    run["connectivity"][0][3] = 0
-    check = find(
-        judge([raw("n1", "p2p", "p2pBandwidthLatencyTest", [run]), topo("n1", NV18_4)]),
-        "GPU0->GPU3.access",
-    )
-    assert check.status == "fail" and "NV18" in check.reason
+def test_fewer_gpus_than_declared_fail() -> None:
+    meta = {"declared": {"n1": {"gpus_per_node": 8}}}
+    check = find(judge(h100_node(), meta), "hardware.gpu-count")
+    assert check.status == "fail" and "4 GPU(s) found where 8 are declared" in check.reason
 
 
-def test_fewer_nvlinks_than_the_model_has_fails() -> None:
-    links = [row[:] for row in NV18_4]
+def test_mixed_gpu_models_name_the_minority_host() -> None:
+    files = [*h100_node("a"), *h100_node("b"), smi("c", "NVIDIA A100-SXM4-80GB")]
+    checks = judge(files)
+    minority = find(checks, "hardware.mixed-gpu-models", "c")
+    assert minority.status == "fail" and "H100 SXM" in minority.reason
+    assert find(checks, "hardware.mixed-gpu-models", "cluster").status == "fail"
+
+
+def test_run_json_that_breaks_its_schema_is_an_error_naming_the_key(tmp_path: Path) -> None:
+    (tmp_path / "raw" / "n1").mkdir(parents=True)
+    (tmp_path / "run.json").write_text(json.dumps({"hosts": "x", "expected": {}}))
+    folder = read_run_folder(tmp_path)
+    assert folder.hosts == ["n1"] and "hosts" not in folder.meta
+    checks = judge_run(build_evidence(folder), DEFAULTS).checks
+    broken = [c for c in checks if c.check_id == "run-folder"]
+    assert [c.status for c in broken] == ["error"] and "key hosts" in broken[0].reason
+
+
+def test_run_json_without_expected_warns_that_missing_steps_go_unnoticed(tmp_path: Path) -> None:
+    (tmp_path / "raw" / "n1").mkdir(parents=True)
+    (tmp_path / "run.json").write_text(json.dumps({"hosts": ["n1"]}))
+    problems = read_run_folder(tmp_path).diagnostics
+    assert [(d.level, "cannot be noticed" in d.message) for d in problems] == [("warning", True)]
+
+
+# ------------------------------------------------------------------ the board
+
+
+@pytest.mark.parametrize(
+    ("name", "links", "system"),
+    [
+        (H100, NV18_8, "HGX H100 8-GPU"),
+        (H100, square(4, "NV6"), "HGX H100 4-GPU"),
+        ("NVIDIA A100-SXM4-40GB", square(4, "NV4"), "HGX A100 4-GPU"),  # ALCF Polaris
+    ],
+)
+def test_healthy_boards_pass_as_their_system(name: str, links: list[list[str]],
+                                             system: str) -> None:  # fmt: skip
+    check = find(judge([smi("n1", name, len(links)), topo("n1", links)]), "gpu-links")
+    assert check.status == "pass" and system in check.reason
+
+
+def test_a_pair_below_the_board_bond_fails() -> None:
+    links = [row[:] for row in NV18_8]
     links[0][3] = links[3][0] = "NV12"
-    check = find(judge([topo("n1", links)]), "gpu-links")
+    check = find(judge(h100_node(links=links)), "gpu-links")
     assert check.status == "fail"
-    assert "GPU0-GPU3 NV12 where an H100 SXM has 18 links" in check.reason
+    assert "GPU0-GPU3 NV12 where the HGX H100 8-GPU has NV18" in check.reason
+
+
+def test_inactive_nvlinks_on_an_nvswitch_board_fail_naming_gpu_and_links() -> None:
+    gpus = [SmiGpu(index=i, name=H100, nvlinks=[NvLinkState(k, 26.562, "active")
+                                                for k in range(18)]) for i in range(8)]  # fmt: skip
+    gpus[5].nvlinks = [
+        NvLinkState(k, None if k in (3, 7) else 26.562, "inactive" if k in (3, 7) else "active")
+        for k in range(18)
+    ]
+    nvlink = raw("n1", "nvidia-smi-nvlink", "nvidia-smi-nvlink",
+                 [NvidiaSmiRun(format="nvlink", gpus=gpus)], phase="preflight")  # fmt: skip
+    check = find(judge([nvlink, *h100_node(links=NV18_8)]), "nvlink-state")
+    assert check.status == "fail" and "GPU5 link(s) 3, 7 inactive" in check.reason
 
 
 def test_gpus_without_a_nic_on_their_switch_warn() -> None:
@@ -242,68 +351,173 @@ def test_gpus_without_a_nic_on_their_switch_warn() -> None:
     assert near.status == "pass"
 
 
-def test_pcie_width_below_maximum_fails() -> None:
-    gpus = [
-        {
-            "index": 0,
-            "pcie": {"gen_current": 1, "gen_max": 5, "width_current": 16, "width_max": 16},
-        },
-        {"index": 1, "pcie": {"gen_current": 5, "gen_max": 5, "width_current": 8, "width_max": 16}},
+def test_pcie_width_is_judged_against_the_card_not_only_nvml_max() -> None:
+    slot = smi("n1", pcie=PcieLink(gen_current=5, gen_max=5, width_current=8, width_max=8))
+    check = find(judge([slot]), "pcie-link")
+    assert check.status == "fail" and "x8 where a H100 SXM is x16" in check.reason
+    assert "NVML's max is x8" in check.reason
+    healthy = smi("n1", pcie=PcieLink(gen_current=1, gen_max=5, width_current=16, width_max=16))
+    assert find(judge([healthy]), "pcie-link").status == "pass"
+
+
+# ------------------------------------------------------------------ p2p
+
+
+def p2p(values: dict[tuple[int, int], float], size: int = 4, default: float = 375.0) -> P2PRun:
+    matrix: list[list[float | None]] = [
+        [2500.0 if i == j else values.get((i, j), default) for j in range(size)]
+        for i in range(size)
     ]
-    smi = raw("n1", "smi", "nvidia-smi-xml", [{"gpus": gpus}], phase="preflight")
-    check = find(judge([smi]), "pcie-link")
-    assert check.status == "fail" and "GPU1 PCIe link trained at x8 of x16" in check.reason
+    return P2PRun(num_gpus=size, matrices={"bandwidth_unidirectional_p2p_enabled": matrix},
+                  complete=True, connectivity=[[1] * size for _ in range(size)])  # fmt: skip
 
 
-def test_socket_transport_across_nodes_with_rdma_nics_fails() -> None:
-    run = nccl_run({GIB: 40.0}, transports=["NET/Socket"], hosts=["n1", "n2"])
-    ib = raw(
-        "n1",
-        "ibstat",
-        "ibstat",
-        [
-            {
-                "devices": [
-                    {
-                        "name": "mlx5_0",
-                        "ports": [
-                            {
-                                "port": 1,
-                                "state": "Active",
-                                "rate_gbps": 400,
-                                "link_layer": "InfiniBand",
-                            }
-                        ],
-                    }
-                ]
-            }
-        ],
+def test_p2p_pair_far_below_its_siblings_is_named() -> None:
+    files = [raw("n1", "p2p", "p2pBandwidthLatencyTest", [p2p({(2, 1): 300.0})]), *h100_node()]
+    checks = judge(files)
+    pair = find(checks, "p2p.GPU2->GPU1")
+    assert pair.status == "warn" and "80 % of the median 375.0 GB/s of its NV18" in pair.reason
+    summary = find(checks, "p2p.unidirectional")
+    assert summary.status == "warn" and summary.measured == 300.0 and "1 flagged" in summary.reason
+
+
+def test_p2p_compares_only_cells_of_the_same_link_class() -> None:
+    # DGX-1 V100: NV1 (25 GB/s), NV2 (50) and SYS (PCIe 3, 15.75) pairs; healthy values for each
+    from tests.unit.test_catalog import DGX1
+
+    speed = {"NV1": 22.0, "NV2": 45.0, "SYS": 12.0}
+    values = {(i, j): speed[DGX1[i][j]] for i in range(8) for j in range(8) if i != j}
+    files = [raw("n1", "p2p", "p2pBandwidthLatencyTest", [p2p(values, 8)]),
+             smi("n1", "Tesla V100-SXM2-32GB", 8), topo("n1", DGX1)]  # fmt: skip
+    checks = judge(files)
+    assert find(checks, "p2p.unidirectional").status == "pass"
+    assert find(checks, "gpu-links").status == "pass"
+
+
+def test_p2p_no_peer_access_over_nvlink_fails() -> None:
+    run = p2p({})
+    run.can_access_peer = [PeerAccess(0, 3, False)]
+    check = find(judge([raw("n1", "p2p", "p2pBandwidthLatencyTest", [run]), *h100_node()]),
+                 "GPU0->GPU3.access")  # fmt: skip
+    assert check.status == "fail" and "NV18" in check.reason
+
+
+def test_one_gpu_p2p_has_no_peer_to_judge() -> None:
+    run = P2PRun(num_gpus=1, matrices={"bandwidth_unidirectional_p2p_enabled": [[2871.9]]},
+                 complete=True)  # fmt: skip
+    check = find(judge([raw("n1", "p2p", "p2pBandwidthLatencyTest", [run])]), "unidirectional")
+    assert check.status == "unjudged" and "one GPU" in check.reason
+
+
+def test_nvbandwidth_copies_are_judged_against_pcie_and_the_pair_link() -> None:
+    def test(name: str, values: list[list[float | None]], rows: list[str]) -> NvbandwidthTest:
+        labels = [str(i) for i in range(len(values[0]))]
+        matrix = NvbandwidthMatrix(name, "GB/s", rows, labels, values, None, None, None, 5)
+        return NvbandwidthTest(name, "passed", [matrix], line=5)
+
+    d2d: list[list[float | None]] = [[None if i == j else 370.0 for j in range(4)]
+                                     for i in range(4)]  # fmt: skip
+    tests = [
+        test("host_to_device_memcpy_ce", [[55.1, 54.9, 20.0, 55.0]], ["0"]),
+        test("device_to_device_memcpy_read_ce", d2d, ["0", "1", "2", "3"]),
+        NvbandwidthTest("device_to_device_bidirectional_memcpy_read_ce", "error",
+                        error="cudaErrorPeerAccessUnsupported"),
+    ]  # fmt: skip
+    run = NvbandwidthRun(format="text", tests=tests)
+    checks = judge([raw("n1", "nvb", "nvbandwidth", [run]), *h100_node()])
+    h2d = find(checks, "host_to_device_memcpy_ce")
+    assert h2d.status == "fail" and h2d.reference == 63.0
+    assert h2d.reason.startswith(
+        "lowest GPU2: 20.0 GB/s = 32 % of the 63 GB/s per-direction PCIe 5 x16 peak"
     )
-    checks = judge([raw("n1", "ar", "nccl-tests", [run], phase="internode"), ib])
+    d2d_check = find(checks, "device_to_device_memcpy_read_ce")
+    assert d2d_check.status == "pass" and d2d_check.reference == 450.0
+    failed = find(checks, "bidirectional_memcpy_read_ce")
+    assert failed.status == "fail" and "cudaErrorPeerAccessUnsupported" in failed.reason
+
+
+# ------------------------------------------------------------------ across nodes
+
+
+def internode(busbw: float, transports: list[str] | None = None, ranks: int = 16) -> RawFile:
+    hosts = ["gpu-a", "gpu-b"]
+    devices = [NcclDevice(rank=r, host=hosts[r // 8], name=H100) for r in range(ranks)]
+    run = nccl({GIB: busbw, 8 * GIB: busbw}, nranks=ranks, devices=devices,
+               transports=transports or ["NET/IB"], hosts=hosts)  # fmt: skip
+    return raw("a", "internode-nccl-all_reduce", "nccl-tests", [run], phase="internode")
+
+
+def two_nodes(ports: list[tuple[str, str, float]]) -> list[RawFile]:
+    return [f for h in "ab" for f in (*h100_node(h, NV18_8), ibstat(h, ports))]
+
+
+NDR8 = [(f"mlx5_{i}", "Active", 400.0) for i in range(8)]
+
+
+@pytest.mark.parametrize(
+    ("busbw", "status", "reference"),
+    [
+        (370.0, "pass", 450.0),  # healthy 2x8 H100 with 8x NDR: NVLink binds before 750 GB/s
+        (36.0, "fail", 450.0),  # NCCL on one rail
+    ],
+)
+def test_across_nodes_judged_against_the_nodes_aggregate(busbw: float, status: str,
+                                                        reference: float) -> None:  # fmt: skip
+    check = find(judge([internode(busbw), *two_nodes(NDR8)]), "all_reduce.internode.busbw")
+    assert check.status == status and check.reference == reference
+    assert "750 GB/s" in check.reason or busbw < 100
+
+
+def test_a_published_2x8_h100_run_over_8x200g_passes() -> None:
+    # 338.8 GB/s over 8x 200G: the network bound 200 x 30/16 = 375 GB/s binds: 90 %
+    ports = [(f"mlx5_{i}", "Active", 200.0) for i in range(8)]
+    check = find(judge([internode(338.8), *two_nodes(ports)]), "internode.busbw")
+    assert check.status == "pass" and check.reference == 375.0
+
+
+def test_a_port_down_is_named_even_when_busbw_looks_healthy() -> None:
+    ports = [*NDR8[:3], ("mlx5_3", "Down", 400.0), *NDR8[4:]]
+    checks = judge([internode(330.0), *two_nodes(ports)])
+    assert find(checks, "internode.busbw").status == "pass"
+    port = find(checks, "network.rdma-ports", "a")
+    assert port.status == "fail" and "mlx5_3 port 1 is Down" in port.reason
+
+
+def test_a_port_slower_than_its_siblings_fails() -> None:
+    ports = [*NDR8[:7], ("mlx5_7", "Active", 200.0)]
+    port = find(judge(two_nodes(ports)), "network.rdma-ports", "a")
+    assert port.status == "fail" and "mlx5_7 port 1 at 200 Gb/s where its siblings'" in port.reason
+
+
+def test_socket_transport_across_nodes_with_rdma_ports_fails() -> None:
+    checks = judge([internode(40.0, ["NET/Socket"]), *two_nodes(NDR8)])
     assert find(checks, "transport").status == "fail"
-    bandwidth = find(checks, "busbw")  # 4 GPUs share one NDR port: 12.5 GB/s per GPU
-    assert bandwidth.reference == 12.5 and bandwidth.status == "warn"
 
 
-def test_mixed_versions_fail() -> None:
-    facts = [
-        HostFacts("a", nccl_version="2.26.2"),
-        HostFacts("b", nccl_version="2.21.5"),
-        HostFacts("c", driver_version="570.1"),
-        HostFacts("d", driver_version="570.1"),
-    ]
-    checks = judge([raw(h.name, "t", "nvidia-smi-topo", []) for h in facts], facts=facts)
-    nccl = find(checks, "consistency.nccl_version")
-    assert nccl.status == "fail" and "2.21.5 on b" in nccl.reason
-    assert find(checks, "consistency.driver_version").status == "pass"
+def test_shm_between_nvlinked_gpus_warns() -> None:
+    run = nccl({GIB: 100.0}, transports=["SHM/direct", "NET/Socket"])
+    check = find(judge([raw("n1", "ar", "nccl-tests", [run]), *h100_node()]), "transport")
+    assert check.status == "warn" and "peer-to-peer is disabled" in check.reason
 
 
-def test_a_host_well_below_the_others_is_an_outlier() -> None:
-    files = [
-        raw(h, "ar", "nccl-tests", [nccl_run({GIB: v})])
-        for h, v in (("a", 355.0), ("b", 352.0), ("c", 356.0), ("d", 300.0))
-    ]
-    files += [topo(h, NV18_4) for h in "abcd"]
+# ------------------------------------------------------------------ across hosts, steps
+
+
+def test_mixed_versions_fail_naming_the_minority() -> None:
+    def nccl_version(host: str, version: str) -> RawFile:
+        run = nccl({GIB: 355.0}, nccl_version=version)
+        return raw(host, "ar", "nccl-tests", [run])
+
+    checks = judge([nccl_version("a", "2.26.2"), nccl_version("b", "2.26.2"),
+                    nccl_version("c", "2.21.5")])  # fmt: skip
+    assert find(checks, "consistency.nccl_version", "c").status == "fail"
+    assert "2.21.5 on c" in find(checks, "consistency.nccl_version", "cluster").reason
+
+
+def test_a_host_well_below_the_others_is_an_outlier_and_scopes_do_not_mix() -> None:
+    files = [raw(h, "ar", "nccl-tests", [nccl({GIB: v})])
+             for h, v in (("a", 355.0), ("b", 352.0), ("c", 356.0), ("d", 300.0))]  # fmt: skip
+    files += [f for h in "abcd" for f in h100_node(h)]
     outlier = find(judge(files), "busbw.outlier")
     assert outlier.host == "d" and outlier.status == "warn"
 
@@ -312,21 +526,15 @@ def test_a_host_well_below_the_others_is_an_outlier() -> None:
     ("sidecar", "status", "words"),
     [
         ({"skipped": "no GPU on this host"}, "warn", "skipped: no GPU on this host"),
-        (
-            {"exit_code": None, "timed_out": True, "timeout_s": 600.0},
-            "fail",
-            "timed out after 600 s",
-        ),
+        ({"exit_code": None, "timed_out": True, "timeout_s": 600.0}, "fail",
+         "timed out after 600 s"),
         ({"exit_code": None}, "fail", "did not finish"),
         ({"exit_code": 3}, "fail", "exited with status 3"),
     ],
-)
+)  # fmt: skip
 def test_step_status_from_the_sidecar(sidecar: dict[str, Any], status: str, words: str) -> None:
-    files = [
-        raw("n1", "ar", "nccl-tests", [nccl_run({GIB: 355.9})]),
-        topo("n1", NV18_4),
-        raw("n1", "step", None, [], **sidecar),
-    ]
+    files = [raw("n1", "ar", "nccl-tests", [nccl({GIB: 355.9})]), raw("n1", "step", None, [],
+                                                                       **sidecar)]  # fmt: skip
     check = find(judge(files), "step.step")
     assert check.status == status and words in check.reason
 
@@ -336,7 +544,7 @@ def test_missing_expected_step_and_unreachable_host_fail() -> None:
         "hosts": ["n1", "n2"],
         "expected": {"n1": ["nvidia-smi-topo", "nccl-all_reduce"], "n2": ["nvidia-smi-topo"]},
     }
-    checks = judge([topo("n1", NV18_4)], meta=meta, unreachable=["n2"])
+    checks = judge([topo("n1", NV18_4)], meta, without_folder=["n2"])  # fmt: skip
     assert "'nccl-all_reduce'" in find(checks, "step.nccl-all_reduce", "n1").reason
     assert find(checks, "host.reachable", "n2").status == "fail"
 
@@ -344,6 +552,16 @@ def test_missing_expected_step_and_unreachable_host_fail() -> None:
 def test_nothing_measured_is_an_error() -> None:
     check = find(judge([topo("n1", NV18_4)]), "run.evidence")
     assert check.status == "error" and "nvidia-smi-topo" in check.reason
+
+
+def test_parser_errors_fail_and_an_empty_parse_fails() -> None:
+    broken = raw("n1", "ar", "nccl-tests", [nccl({GIB: 355.9})])
+    assert broken.parse is not None
+    broken.parse.error("row cut mid-line", 42)
+    empty = raw("n1", "p2p", "p2pBandwidthLatencyTest", [])
+    checks = judge([broken, empty, *h100_node()])
+    errors = sorted((c.source, c.status) for c in checks if c.check_id == "parse.error")
+    assert errors == [("raw/n1/ar.txt:42", "fail"), ("raw/n1/p2p.txt", "fail")]
 
 
 def test_threshold_overrides(tmp_path: Path) -> None:
@@ -358,75 +576,3 @@ def test_threshold_overrides(tmp_path: Path) -> None:
     path.write_text("{")
     with pytest.raises(ThresholdsError, match="line 1"):
         load_thresholds(path)
-
-
-def nvbandwidth_test(
-    name: str,
-    values: list[list[float | None]],
-    status: str = "passed",
-    rows: list[str] | None = None,
-) -> dict[str, Any]:
-    labels = [str(i) for i in range(len(values[0]))]
-    matrix = {
-        "description": name,
-        "unit": "GB/s",
-        "row_labels": rows or labels,
-        "column_labels": labels,
-        "values": values,
-    }
-    return {"name": name, "status": status, "matrices": [matrix], "line": 5}
-
-
-def test_nvbandwidth_copies_are_judged_against_pcie_and_the_pair_link() -> None:
-    tests = [
-        nvbandwidth_test("host_to_device_memcpy_ce", [[55.1, 54.9, 20.0, 55.0]], rows=["0"]),
-        nvbandwidth_test(
-            "device_to_device_memcpy_read_ce",
-            [[None if i == j else 370.0 for j in range(4)] for i in range(4)],
-        ),
-        {
-            "name": "device_to_device_bidirectional_memcpy_read_ce",
-            "status": "error",
-            "error": "cudaErrorPeerAccessUnsupported",
-            "matrices": [],
-        },
-        {"name": None, "status": "waived", "matrices": []},
-    ]
-    checks = judge([raw("n1", "nvb", "nvbandwidth", [{"tests": tests}]), topo("n1", NV18_4)])
-    h2d = find(checks, "host_to_device_memcpy_ce")
-    assert h2d.status == "fail" and h2d.reference == 63.0
-    assert h2d.reason.startswith(
-        "lowest GPU2: 20.0 GB/s = 32 % of the 63 GB/s per-direction PCIe 5 x16 peak"
-    )
-    d2d = find(checks, "device_to_device_memcpy_read_ce")
-    assert d2d.status == "pass" and d2d.reference == 450.0
-    failed = find(checks, "bidirectional_memcpy_read_ce")
-    assert failed.status == "fail" and "cudaErrorPeerAccessUnsupported" in failed.reason
-    assert find(checks, "unnamed test").status == "warn"
-
-
-def test_shm_between_nvlinked_gpus_warns() -> None:
-    run = nccl_run({GIB: 100.0}, transports=["SHM/direct", "NET/Socket"])
-    check = find(judge([raw("n1", "ar", "nccl-tests", [run]), topo("n1", NV18_4)]), "transport")
-    assert check.status == "warn" and "peer-to-peer is disabled" in check.reason
-    healthy = nccl_run({GIB: 355.0}, transports=["P2P/direct", "NET/Socket"])
-    checks = judge([raw("n1", "ar", "nccl-tests", [healthy]), topo("n1", NV18_4)])
-    assert not [c for c in checks if c.check_id.endswith("transport")]
-
-
-def test_rdma_nics_of_other_inventory_hosts_count() -> None:
-    run = nccl_run({GIB: 40.0}, transports=["NET/Socket"], hosts=["n1", "n2"])
-    checks = judge(
-        [raw("n1", "ar", "nccl-tests", [run], phase="internode"), topo("n2", NV18_4, nics=1)]
-    )
-    assert find(checks, "transport", "n1").status == "fail"
-
-
-def test_parser_errors_fail_and_an_empty_parse_fails() -> None:
-    broken = raw("n1", "ar", "nccl-tests", [nccl_run({GIB: 355.9})])
-    assert broken.parse is not None
-    broken.parse.error("row cut mid-line", 42)
-    empty = raw("n1", "p2p", "p2pBandwidthLatencyTest", [])
-    checks = judge([broken, empty, topo("n1", NV18_4)])
-    errors = sorted((c.source, c.status) for c in checks if c.check_id == "parse.error")
-    assert errors == [("raw/n1/ar.txt:42", "fail"), ("raw/n1/p2p.txt", "fail")]

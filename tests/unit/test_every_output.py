@@ -25,6 +25,7 @@ FOLDER_TOOLS = {
     "infiniband": {"ibstat", "ibv_devinfo"},
     "iperf3": {"iperf3"},
     "software-versions": {"nvcc-version", "mpirun-version", "nccl-version", "os-release"},
+    "sysfs-net": {"sysfs-net"},
 }
 NVIDIA_SMI_PREFIXES = {
     "topo": "nvidia-smi-topo",

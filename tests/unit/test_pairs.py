@@ -1,5 +1,7 @@
-"""Find the bad node from pair tests: healthy, throttled host, bad link, repeats, timeouts,
-fail-closed gaps, determinism; and the preflight / all-nodes benchmark checks."""
+"""Find the bad node from pair tests: healthy, throttled host, bad link, many bad nodes, a
+uniformly slow network, repeats, timeouts, fail-closed gaps, determinism; and the preflight /
+all-nodes benchmark checks. Expected verdicts follow from what was injected: a throttled node
+caps every pair it is in, a bad link only its own pair."""
 
 from __future__ import annotations
 
@@ -9,19 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from gpuval.analysis.model import CLUSTER, Check, RawFile, Sidecar
-from gpuval.analysis.pairs import (
-    PairThresholds,
-    analyse_pairs,
-    collective_bench_checks,
-    is_pair_file,
-    mpi_preflight_checks,
-    pair_checks,
-    pair_step,
-)
-from gpuval.parsers import gpuval_bench, iperf3, nccl_tests
-from gpuval.runfolder import read_run_folder
+from gpuval.checks.cluster import allnodes_bench_checks, mpi_preflight_checks
+from gpuval.checks.folder import is_pair_file
+from gpuval.checks.model import CLUSTER, Check
+from gpuval.checks.pairs import PairThresholds, analyse_pairs
+from gpuval.checks.thresholds import DEFAULTS
+from gpuval.evidence import build_evidence
+from gpuval.parsers import gpuval_bench, iperf3, nccl_tests, sysfs_net
+from gpuval.runfolder import RawFile, RunFolder, Sidecar, read_run_folder
 from gpuval.schedule import circle_rounds, natural_key
+from gpuval.steps import pair_step
 
 HOSTS = ["node1", "node2", "node3", "node4"]
 # Healthy TCP over the simulated bridge: ~15 Gbit/s (shared/notes/test-environment.md)
@@ -82,21 +81,41 @@ def cluster(value: Callable[[str, str], float | None], hosts: list[str] = HOSTS)
     return files
 
 
+def pair_checks(
+    files: list[RawFile],
+    thresholds: PairThresholds | None = None,
+    expected: dict[str, list[str]] | None = None,
+) -> list[Check]:
+    return analyse_pairs(files, thresholds, expected).checks
+
+
 def by_id(checks: list[Check]) -> dict[tuple[str, str], Check]:
     return {(c.check_id, c.host): c for c in checks}
 
 
+ABSOLUTE = ("pairs.iperf3.line-rate", "pairs.allreduce.network-bound", "pairs.nccl.network-bound")
+
+
 def bad(checks: list[Check]) -> list[tuple[str, str, str]]:
-    return sorted((c.status, c.check_id, c.host) for c in checks if c.status != "pass")
+    """Non-passing checks of the relative analysis (the network references are tested apart)."""
+    return sorted((c.status, c.check_id, c.host) for c in checks
+                  if c.status != "pass" and c.check_id not in ABSOLUTE)  # fmt: skip
+
+
+def flagged(checks: list[Check], kind: str = "iperf3") -> set[str]:
+    return {c.host for c in checks if c.check_id == f"pairs.{kind}.node" and c.status == "fail"}
 
 
 def test_healthy_cluster_flags_nothing() -> None:
     checks = pair_checks(cluster(lambda a, b: HEALTHY[a, b]))
     assert bad(checks) == []
     assert len([c for c in checks if c.check_id == "pairs.iperf3.node"]) == 4
-    assert len([c for c in checks if c.check_id.startswith("pairs.iperf3.link.")]) == 6
+    assert not [c for c in checks if c.check_id.startswith("pairs.iperf3.link.")]  # tables only
     node = by_id(checks)["pairs.iperf3.node", "node1"]
     assert "not flagged (0 of 3 low)" in node.reason and node.unit == "Gbit/s"
+    # without the interfaces' speeds nothing is compared with the network: said, never passed
+    absolute = by_id(checks)["pairs.iperf3.line-rate", CLUSTER]
+    assert absolute.status == "unjudged" and "sysfs-net" in absolute.reason
 
 
 def throttled(a: str, b: str) -> float:
@@ -111,8 +130,8 @@ def test_throttled_host_is_the_only_one_flagged_with_evidence() -> None:
     assert bad(checks) == [("fail", "pairs.iperf3.node", "node3")]
     node3 = by_id(checks)["pairs.iperf3.node", "node3"]
     assert node3.reason == (
-        "iperf3 TCP: 3 of its 3 pairs low: node3: its pairs 0.95 (node1), 0.97 (node2), "
-        "0.96 (node4) Gbit/s vs cluster median 14.7 Gbit/s (7 %)"
+        "iperf3 TCP: none of its pairs is healthy: node3: its pairs 0.95 (node1), 0.97 (node2), "
+        "0.96 (node4) Gbit/s vs 14.7 Gbit/s that healthy pairs reach (7 %)"
     )
     assert (node3.measured, node3.reference) == (0.96, 14.7)
     explained = {(p.a, p.b): p for p in analysis.pairs if p.explained_by == "node3"}
@@ -143,8 +162,36 @@ def test_bad_link_between_fine_hosts_is_a_link_not_a_node() -> None:
     reason = by_id(checks)["pairs.iperf3.link.node1--node2", CLUSTER].reason
     assert reason.startswith(
         "iperf3 TCP: node1--node2: bad link (node1 and node2 are fine in their other pairs): "
-        "2.1 Gbit/s vs cluster median 14.6 Gbit/s (14 %)"
+        "2.1 Gbit/s vs 14.6 Gbit/s that healthy pairs reach (14 %)"
     )
+
+
+@pytest.mark.parametrize(
+    ("count", "slow"),
+    [
+        (4, {"node3", "node4"}),  # the median of all pairs is a bad pair here
+        (8, {"node2", "node5", "node7"}),
+        (16, {"node1", "node4", "node6", "node9", "node12", "node15"}),
+    ],
+)
+def test_many_bad_nodes_are_flagged_exactly(count: int, slow: set[str]) -> None:
+    hosts = [f"node{i}" for i in range(1, count + 1)]
+    checks = pair_checks(cluster(lambda a, b: 0.9 if {a, b} & slow else 14.5, hosts))
+    assert flagged(checks) == slow
+    assert not [c for c in checks if c.status == "fail" and c.host == CLUSTER]
+
+
+def test_a_bad_node_and_a_bad_link_blame_the_node_and_the_link_only() -> None:
+    def value(a: str, b: str) -> float:
+        if "node3" in (a, b):
+            return 0.9
+        return 2.0 if {a, b} == {"node1", "node2"} else HEALTHY[a, b]
+
+    checks = pair_checks(cluster(value))
+    assert bad(checks) == [
+        ("fail", "pairs.iperf3.link.node1--node2", CLUSTER),
+        ("fail", "pairs.iperf3.node", "node3"),
+    ]
 
 
 def test_a_pair_that_needed_two_tries_says_so_with_its_spread() -> None:
@@ -208,7 +255,43 @@ def test_verdicts_are_deterministic_whatever_the_file_order() -> None:
 
 def test_two_hosts_give_one_pair_and_no_node_verdict() -> None:
     checks = pair_checks(cluster(lambda a, b: 9.0, hosts=["node1", "node2"]))
-    assert [(c.check_id, c.status) for c in checks] == [("pairs.iperf3.link.node1--node2", "pass")]
+    assert [(c.check_id, c.status) for c in checks] == [("pairs.iperf3.line-rate", "unjudged")]
+
+
+def sysfs_file(host: str, speed_mbit: int) -> RawFile:
+    text = f"/sys/class/net/eth0/speed:{speed_mbit}\n/sys/class/net/eth0/operstate:up\n"
+    path = f"raw/{host}/sysfs-net.txt"
+    side = Sidecar(name="sysfs-net", host=host, phase="preflight", raw="sysfs-net.txt",
+                   tool="sysfs-net", exit_code=0)  # fmt: skip
+    return RawFile(host, path, side, sysfs_net.parse(text, source=path))
+
+
+def judged_with_line_rate(files: list[RawFile], hosts: list[str], speed_mbit: int) -> list[Check]:
+    """The pair analysis with each host's interface speed, as the judge runs it."""
+    files = files + [sysfs_file(h, speed_mbit) for h in hosts]
+    folder = RunFolder(Path("."), {}, sorted(hosts), [], files)
+    return analyse_pairs(files, PairThresholds.from_thresholds(DEFAULTS), None,
+                         build_evidence(folder)).checks  # fmt: skip
+
+
+def test_two_hosts_both_slow_fail_against_the_line_rate() -> None:
+    hosts = ["node1", "node2"]
+    checks = judged_with_line_rate(cluster(lambda a, b: 0.94, hosts), hosts, 10000)
+    line = by_id(checks)["pairs.iperf3.line-rate", CLUSTER]
+    assert line.status == "fail" and line.reference == 10.0
+    assert "node1--node2 0.94 Gbit/s = 9 %" in line.reason
+
+
+def test_a_uniformly_slow_cluster_flags_no_node_but_fails_the_line_rate() -> None:
+    checks = judged_with_line_rate(cluster(lambda a, b: 0.95), HOSTS, 10000)
+    assert flagged(checks) == set()
+    assert by_id(checks)["pairs.iperf3.line-rate", CLUSTER].status == "fail"
+
+
+def test_healthy_pairs_pass_the_line_rate_and_a_flagged_node_does_not_fail_it_twice() -> None:
+    checks = judged_with_line_rate(cluster(throttled), HOSTS, 25000)  # 14.7 of 25 Gb/s: 59 %
+    assert flagged(checks) == {"node3"}
+    assert by_id(checks)["pairs.iperf3.line-rate", CLUSTER].status == "pass"
 
 
 def bench_file(a: str, b: str, busbw: float, correct: bool = True, attempt: int = 1) -> RawFile:
@@ -234,6 +317,8 @@ def test_allreduce_pairs_slow_node_and_wrong_results() -> None:
     ]
     files.append(bench_file("node1", "node2", 0.8, correct=False, attempt=2))
     checks = pair_checks(files)
+    gloo = by_id(checks)["pairs.allreduce.network-bound", CLUSTER]
+    assert gloo.status == "unjudged" and "gloo" in gloo.reason
     assert [(c.check_id, c.host) for c in checks if c.status == "fail"] == [
         ("pairs.allreduce.link.node1--node2", CLUSTER),  # a good pair, but its repeat was wrong
         ("pairs.allreduce.node", "node4"),
@@ -286,10 +371,13 @@ def test_all_nodes_benchmark_correctness() -> None:
         raw.path = "raw/node1/allreduce-all.json"
         assert raw.sidecar is not None
         raw.sidecar.name = "allreduce-all"
-    checks = collective_bench_checks([good, wrong])
-    assert [c.status for c in checks] == ["pass", "fail"]
-    assert "busbw up to 0.8 GB/s at 1048576 B" in checks[0].reason
-    assert "5 element(s) reduced wrongly" in checks[1].reason
+    checks, _ = allnodes_bench_checks([good, wrong], None, DEFAULTS)
+    assert [(c.check_id.rsplit(".", 1)[1], c.status) for c in checks] == [
+        ("correctness", "pass"), ("busbw", "unjudged"), ("correctness", "fail"),
+        ("busbw", "unjudged"),
+    ]  # fmt: skip
+    assert "gloo on CPUs is bound by the CPUs' reduction" in checks[1].reason
+    assert "5 element(s) reduced wrongly" in checks[2].reason
 
 
 def pair_direction(name: str) -> tuple[str, str]:
@@ -343,7 +431,7 @@ def test_nccl_pairs_take_the_best_busbw_and_fail_a_cut_run() -> None:
     ]
     analysis = analyse_pairs(files)
     assert bad(analysis.checks) == [("fail", "pairs.nccl.link.node1--node3", CLUSTER)]
-    good = by_id(analysis.checks)["pairs.nccl.link.node1--node2", CLUSTER]
-    assert (good.measured, good.unit) == (best, "GB/s")
+    (good,) = [p for p in analysis.pairs if (p.a, p.b) == ("node1", "node2")]
+    assert (good.value, good.status) == (best, "pass")
     failed = by_id(analysis.checks)["pairs.nccl.link.node1--node3", CLUSTER]
     assert failed.measured is None and "try 1:" in failed.reason

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from gpuval.evidence import build_evidence
 from gpuval.runfolder import RunFolderError, read_run_folder
 
 SAMPLE = Path(__file__).parents[1] / "data" / "sample-run"
@@ -99,7 +100,8 @@ def test_hosts_from_run_json_without_folder_are_unreachable(tmp_path: Path) -> N
         json.dumps({"run_id": "r", "hosts": ["n1", "n2"], "expected": {"n1": ["topo"]}})
     )
     folder = read_run_folder(tmp_path)
-    assert folder.hosts == ["n1", "n2"] and folder.unreachable == ["n2"]
+    assert folder.hosts == ["n1", "n2"] and folder.without_folder == ["n2"]
+    assert build_evidence(folder).unreachable == ["n2"]
     assert folder.expected_steps("n1") == ["topo"] and folder.expected_steps("n2") == []
 
 

@@ -46,6 +46,8 @@ class System:
         also serves a virtual machine given part of it (4 GPUs of an 8-GPU board)."""
         if self.gpu_models is not None and gpu.model not in self.gpu_models:
             return False
+        if self.fabric == "pcie" and gpu.nvlink_links and not gpu.nvlink_optional:
+            return False  # an SXM module sits on its NVLink board, never in a PCIe slot
         if self.gpus is None:
             return count >= 1
         if self.fabric == "nvswitch":

@@ -275,7 +275,8 @@ def bandwidth_check(
         )
     check.status = status
     check.reference = round(peak.per_direction_gbps, 2)
-    check.reason = f"{peak_sentence(sample.busbw_gbps, peak)}; {at}{caveat}{judged.note}"
+    basis = f"; {peak.basis}" if reference.subject.startswith("internode") else ""
+    check.reason = f"{peak_sentence(sample.busbw_gbps, peak)}; {at}{caveat}{judged.note}{basis}"
     judge.add(check)
 
 

@@ -631,13 +631,13 @@ class NetworkReferences:
                         self.thresholds.line_rate_fail_fraction)  # fmt: skip
 
     def busbw(self, pair: tuple[str, str], runs: list[object]) -> Absolute | str:
-        host = self.evidence.host(pair[0]) if self.evidence else None
-        if host is None:
-            return "the pair's first host has no evidence"
         nccl = [r for r in runs if isinstance(r, NcclRun)]
         bench = [r for r in runs if isinstance(r, CollectiveBenchRun)]
         if bench and all((r.backend or "").lower() == "gloo" for r in bench):
             return "gloo on CPUs is bound by the CPUs' reduction, not the NIC"
+        host = self.evidence.host(pair[0]) if self.evidence else None
+        if host is None:
+            return "the pair's first host has no evidence"
         ranks = (nccl[0].nranks if nccl else None) or (bench[0].world_size if bench else None)
         collective = (nccl[0].collective if nccl else None) or "all_reduce"
         over_sockets = (
