@@ -31,6 +31,7 @@ NVIDIA_SMI_PREFIXES = {
     "topo": "nvidia-smi-topo",
     "shared-topo": "nvidia-smi-topo",
     "csv": "nvidia-smi-csv",
+    "q-": "nvidia-smi-q",
     "xml": "nvidia-smi-xml",
     "nvlink": "nvidia-smi-nvlink",
     "nvidia-smi": "nvidia-smi",

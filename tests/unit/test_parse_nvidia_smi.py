@@ -15,6 +15,7 @@ DATA = Path(__file__).resolve().parents[1] / "data" / "outputs" / "nvidia-smi"
 FILES = sorted(p for p in DATA.glob("*.txt") if "topo" not in p.name)
 TOOL_BY_PREFIX = {
     "csv": "nvidia-smi-csv",
+    "q-": "nvidia-smi-q",
     "nvlink": "nvidia-smi-nvlink",
     "xml": "nvidia-smi-xml",
     "nvidia-smi": "nvidia-smi",

@@ -22,6 +22,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import astuple, dataclass
 
+from gpuval.parsers import nccl_debug
 from gpuval.parsers.text import Line, iter_lines, parse_int, parse_number
 from gpuval.records.bandwidth import (
     AllReduceBenchRun,
@@ -105,9 +106,31 @@ def parse(text: str, source: str | None = None, tool: str | None = None) -> Pars
         if not _read_environment(stripped, environment):
             _read_trailer(stripped, line, result)
         index += 1
+    warnings = nccl_debug.warnings_in(lines)
     if not result.runs:
         result.error("no all_reduce_bench result block (`The average bandwidth of ...`) found")
+        if warnings:
+            result.runs.append(_no_result(warnings[0].log_line))
+    nccl_debug.assign_warnings(warnings, result.runs)
     return result
+
+
+def _no_result(line: int) -> AllReduceBenchRun:
+    """The run of a log without a result block, to carry its NCCL warnings."""
+    return AllReduceBenchRun(
+        format="no-result",
+        collective=None,
+        nranks=None,
+        trials=None,
+        warmups=None,
+        options=None,
+        environment=AllReduceEnvironment(),
+        bandwidth_scale=1.0,
+        rows=[],
+        complete=False,
+        elapsed=None,
+        line=line,
+    )
 
 
 def _read_header(line: Line) -> _Header | None:

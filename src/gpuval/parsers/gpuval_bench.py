@@ -18,6 +18,7 @@ import json
 import re
 from typing import Any
 
+from gpuval.parsers import nccl_debug
 from gpuval.parsers.text import Line, iter_lines
 from gpuval.records.base import ParseResult
 from gpuval.records.collective_bench import (
@@ -138,7 +139,8 @@ def _bench_run(document: dict[str, Any], line: int, result: ParseResult) -> Coll
 
 def parse_bench(text: str, source: str | None = None) -> ParseResult:
     result = ParseResult(tool=BENCH_TOOL, source=source)
-    for line in iter_lines(text):
+    lines = list(iter_lines(text))
+    for line in lines:
         # From the first brace: any launcher prefix before it ("[default0]:") is not ours.
         stripped = line.text[line.text.find("{") :].strip()
         if not stripped.startswith("{") or f'"{BENCH_TOOL}"' not in stripped:
@@ -157,6 +159,10 @@ def parse_bench(text: str, source: str | None = None) -> ParseResult:
             f"no {BENCH_TOOL} JSON document found: the benchmark did not finish "
             "(rank 0 prints it at the end)"
         )
+    warnings = nccl_debug.warnings_in(lines)
+    if warnings and not result.runs:
+        result.runs.append(_bench_run({}, warnings[0].log_line, ParseResult(BENCH_TOOL)))
+    nccl_debug.assign_warnings(warnings, result.runs)
     return result
 
 

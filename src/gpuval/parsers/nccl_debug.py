@@ -9,9 +9,12 @@ reads the kept lines in bulk with a few regular expressions over their joined te
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Protocol
 
+from gpuval.parsers.text import Line
 from gpuval.records.nccl import NcclWarning
 
 _VIA = re.compile(r" via (\S+)")
@@ -65,10 +68,15 @@ def is_debug_line(text: str) -> bool:
     )
 
 
+# `host:pid:tid [dev]`, also after a timestamp or launcher tag printed before it
+# ("Fri Aug 11 12:31:45 2023[1,0]<stdout>:host:1850301:1881341 [0] ...").
+_HOST_PREFIX = re.compile(r"([^\s:<>\[\]]+):\d+:\d+ \[\d+\]")
+
+
 def _host(text: str) -> str | None:
-    """`host:pid:tid [dev] NCCL ...` -> host; None for lines without that prefix."""
-    head, colon, _ = text.partition(":")
-    return head if colon and head and " " not in head else None
+    """The host of an NCCL_DEBUG line's `host:pid:tid [dev]` prefix; None when it has none."""
+    found = _HOST_PREFIX.search(text)
+    return found.group(1) if found else None
 
 
 def _after(text: str, marker: str) -> str:
@@ -81,16 +89,42 @@ def _transport_name(via: str) -> str:
     return _INDEX_PART.sub("", via.rstrip(","))
 
 
+def warning(text: str, number: int) -> NcclWarning:
+    """The `NCCL WARN` line `text`: its host and everything after `NCCL WARN`."""
+    return NcclWarning(_host(text), _after(text, "NCCL WARN"), number)
+
+
+def warnings_in(lines: Iterable[Line]) -> list[NcclWarning]:
+    """Every `NCCL WARN` line among `lines`, for tools whose logs carry NCCL_DEBUG output."""
+    return [warning(line.text, line.number) for line in lines if "NCCL WARN" in line.text]
+
+
+class _WithWarnings(Protocol):
+    line: int
+    nccl_warnings: list[NcclWarning]
+
+
+def assign_warnings(warnings: list[NcclWarning], runs: Sequence[_WithWarnings]) -> None:
+    """Each warning to the first run printed after it (NCCL warns while the communicator is
+    made, before the result), warnings after the last run to the last run."""
+    for found in warnings:
+        run = next((r for r in runs if r.line >= found.log_line), runs[-1] if runs else None)
+        if run is not None:
+            run.nccl_warnings.append(found)
+
+
 def feed(facts: DebugFacts, text: str, number: int) -> None:
     """Take one NCCL_DEBUG line: WARN and version lines now, the rest kept for `digest`."""
     if "NCCL WARN" in text:
-        facts.warnings.append(NcclWarning(_host(text.lstrip()), _after(text, "NCCL WARN"), number))
+        found = warning(text, number)
+        host = found.host
+        facts.warnings.append(found)
     elif "NCCL version" in text:
-        _version(facts, _host(text.lstrip()), _after(text, "NCCL version"), number)
+        host = _host(text)
+        _version(facts, host, _after(text, "NCCL version"), number)
     else:
         facts.kept.append(text)
         return
-    host = _host(text.lstrip())
     if host is not None:
         facts.hosts.add(host)
 

@@ -1,7 +1,21 @@
-"""The `-J FILE.json` report of nccl-tests (late 2025+) to the same `NcclRun` records.
+"""The JSON outputs of nccl-tests and rccl-tests to the same `NcclRun` records.
 
-Shape, from NVIDIA/nccl-tests src/util.cu (JSON_FILE_VERSION 1): {"version", "start_time", "args",
-"env", "nccl_version": 22803, "config": {nthreads, ngpus, minimum_bytes, ..., "devices": [...]},
+- nccl-tests `-J FILE.json` report (late 2025+);
+- rccl-tests `--output_file FILE --output_format json` result records (ROCm/rccl-tests PR 93,
+  2024-10: one JSON object per line; PR 140, 2025-07: the same objects in one JSON list written
+  at the end of the test): {"name": "AllReduce", "size", "type", "redop", "inPlace": 0|1, "time",
+  "algBw", "busBw", "#wrong": "0"|"N/A", "gpus" or MPI builds' "nodes", "ranks", "ranksPerNode",
+  "gpusPerRank", "numCycle" (2025-03+)}: one record per half, the collective named by "name";
+- the `--json` structured output of the nccl-tests fork proposed in NVIDIA/nccl-tests PR 318,
+  one line in stdout: {"identifier": "nccl-tests structured output", "version", "benchmark":
+  [{"SIZE": {count, type, redop, root, oop_time, oop_algbw, oop_busbw, oop_error, ip_*}}],
+  "out_of_bounds_value", "out_of_bounds_value_status", "avg_bus_bw", "avg_bus_bw_status"}
+  (read by the text parser, which finds the line among the others; that fork prints
+  avg_bus_bw_status "OK" also when NCCL_TESTS_MIN_BW is unset).
+
+-J report shape, from NVIDIA/nccl-tests src/util.cu (JSON_FILE_VERSION 1 to 3): {"version",
+"start_time", "args", "env", "nccl_version": 22803 (the library's), "config": {nthreads, ngpus,
+minimum_bytes, ..., "devices": [...]},
 "results": [{size, count, type, redop, root ("    -1"), out_of_place|in_place: {time|cpu_time,
 alg_bw, bus_bw, nwrong}, *_per_iter: {...}, actual_iterations, experiment_name}],
 "out_of_bounds": {count, okay}, "average_bus_bandwidth": {bandwidth, okay}, "errors", "end_time"}.
@@ -72,18 +86,18 @@ def _load(text: str, result: ParseResult) -> Any:
 
 def _run(document: dict[str, Any], lines: int, result: ParseResult) -> NcclRun:
     run = NcclRun(start_line=1, end_line=lines)
+    if isinstance(document.get("version"), int):
+        run.header["json_format_version"] = document["version"]
     args = document.get("args")
     if isinstance(args, list) and args and all(isinstance(a, str) for a in args):
         run.command = " ".join(args)
-        program = args[0].rsplit("/", 1)[-1]
-        run.program = program
-        name = program.split("_perf", 1)[0]
-        run.collective = name if name in COLLECTIVES else None
+        run.program = args[0].rsplit("/", 1)[-1]
+        run.collective = collective_of_program(run.program)
     code = document.get("nccl_version")
     run.nccl_version = version_string(code) if isinstance(code, int) else None
     config = document.get("config")
     if isinstance(config, dict):
-        run.header = _header(config)
+        run.header.update(_header(config))
         run.devices = [_device(d) for d in config.get("devices", []) if isinstance(d, dict)]
         run.nranks = len(run.devices) or None
     run.hosts = sorted({d.host for d in run.devices if d.host})
@@ -168,12 +182,11 @@ def _half(values: Any, per_iter: Any) -> NcclHalf | None:
     if not isinstance(values, dict):
         return None
     time = values.get("time", values.get("cpu_time"))
-    wrong = _number(values.get("nwrong"))
     half = NcclHalf(
         time_us=_number(time),
         algbw_gbps=_number(values.get("alg_bw")),
         busbw_gbps=_number(values.get("bus_bw")),
-        wrong=int(wrong) if wrong is not None and wrong == int(wrong) else None,
+        wrong=_count(values.get("nwrong")),
     )
     if isinstance(per_iter, dict):
         half.extra = {f"i_{key}": _number(per_iter.get(key)) for key in _PER_ITER_KEYS}
@@ -204,3 +217,184 @@ def version_string(code: int) -> str | None:
     if code >= 10000:
         return f"{code // 10000}.{code % 10000 // 100}.{code % 100}"
     return f"{code // 1000}.{code % 1000 // 100}.{code % 100}"
+
+
+def collective_of_program(program: str) -> str | None:
+    """`all_reduce_perf`, `/opt/bin/all_reduce_perf_mpi` or a package's `nccl_all_reduce_perf`
+    -> `all_reduce`; None when the name is no known collective."""
+    name = program.rsplit("/", 1)[-1].split("_perf", 1)[0]
+    for prefix in ("", "nccl_", "rccl_"):
+        if name.startswith(prefix) and name[len(prefix) :] in COLLECTIVES:
+            return name[len(prefix) :]
+    return None
+
+
+# ---- rccl-tests result records ------------------------------------------------------------
+
+_RECORD_KEYS = ('"busBw"', '"algBw"', '"inPlace"')
+# "AllReduce", "AlltoAll", "ReduceScatter" ... -> the collective's name in COLLECTIVES
+_RECORD_COLLECTIVES = {name.replace("_", ""): name for name in COLLECTIVES}
+_RECORD_HEADER = {
+    "gpus": "gpus",
+    "nodes": "nodes",
+    "ranksPerNode": "ranks_per_node",
+    "gpusPerRank": "gpus_per_rank",
+    "numCycle": "num_cycle",
+}
+
+
+def looks_like_result_records(head: str) -> bool:
+    """rccl-tests' JSON result records, one per line or in one list."""
+    return all(key in head for key in _RECORD_KEYS)
+
+
+def parse_result_records(text: str, result: ParseResult) -> ParseResult:
+    """One run per collective (and stress cycle), the two records of a size joined in a row."""
+    if text.lstrip().startswith("["):
+        document = _load(text, result)
+        if document is None:
+            return result
+        if not isinstance(document, list):
+            result.error("JSON document is not a list of rccl-tests result records", 1)
+            return result
+        # The list form is written once, at the end of the test: whole means finished.
+        entries: list[tuple[int | None, Any]] = [(None, entry) for entry in document]
+        complete = True
+    else:
+        entries = []
+        for line_number, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                entries.append((line_number, json.loads(line)))
+            except json.JSONDecodeError as problem:
+                result.error(f"result record is not JSON (cut short?): {problem.msg}", line_number)
+        complete = False
+        result.warn(
+            "one-record-per-line output has no end marker: whether the run finished is "
+            "unknown (the text output's footer tells)",
+            1,
+        )
+    runs: dict[tuple[str, Any], tuple[NcclRun, dict[int, NcclRow]]] = {}
+    for index, (number, entry) in enumerate(entries):
+        if not isinstance(entry, dict) or not isinstance(entry.get("size"), int):
+            result.warn(f"record {index + 1} is not a result record; skipped", number)
+            continue
+        printed = entry.get("name")
+        name = printed if isinstance(printed, str) else "?"
+        key = (name, entry.get("numCycle"))
+        if key not in runs:
+            runs[key] = (_records_run(name, entry, number, result), {})
+        run, rows = runs[key]
+        row = rows.get(entry["size"])
+        if row is None:
+            row = rows[entry["size"]] = NcclRow(
+                size_bytes=entry["size"],
+                dtype=entry.get("type") if isinstance(entry.get("type"), str) else None,
+                redop=entry.get("redop") if isinstance(entry.get("redop"), str) else None,
+                root=_root(entry.get("root")),
+                line=number,
+            )
+            run.rows.append(row)
+        half = NcclHalf(
+            time_us=_number(entry.get("time")),
+            algbw_gbps=_number(entry.get("algBw")),
+            busbw_gbps=_number(entry.get("busBw")),
+            wrong=_count(entry.get("#wrong")),
+        )
+        if entry.get("inPlace") == 1:
+            row.in_place = half
+        else:
+            row.out_of_place = half
+        run.end_line = number or run.end_line
+    for run, _ in runs.values():
+        run.complete = complete and bool(run.rows)
+        result.runs.append(run)
+    if not runs:
+        result.error("no rccl-tests result record found", 1)
+    return result
+
+
+def _records_run(
+    name: str, entry: dict[str, Any], line: int | None, result: ParseResult
+) -> NcclRun:
+    run = NcclRun(program=name, start_line=line, end_line=line)
+    run.collective = _RECORD_COLLECTIVES.get(name.lower().replace("_", ""))
+    if run.collective is None:
+        result.warn(f"collective {name!r} is not one gpuval knows; kept as the program", line)
+    ranks = entry.get("ranks", entry.get("gpus"))
+    run.nranks = ranks if isinstance(ranks, int) and ranks > 0 else None
+    run.header = {
+        header: entry[key]
+        for key, header in _RECORD_HEADER.items()
+        if isinstance(entry.get(key), int) and not isinstance(entry.get(key), bool)
+    }
+    return run
+
+
+def _count(value: Any) -> int | None:
+    """A wrong-element count printed as 0, 0.0, "0" or "N/A" (None)."""
+    if isinstance(value, str):
+        value = int(value.strip()) if value.strip().isdigit() else None
+    number = _number(value)
+    return int(number) if number is not None and number == int(number) else None
+
+
+# ---- nccl-tests PR 318 structured output ---------------------------------------------------
+
+STRUCTURED_OUTPUT = '"identifier": "nccl-tests structured output"'
+
+
+def read_structured_output(text: str, run: NcclRun, line: int, result: ParseResult) -> None:
+    """Fill `run` from the structured-output line; a line cut short is an error naming it."""
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as problem:
+        result.error(
+            f"structured output cut short or malformed: {problem.msg} at column {problem.colno}",
+            line,
+        )
+        return
+    if not isinstance(document, dict):
+        result.error("structured output is not a JSON object", line)
+        return
+    benchmark = document.get("benchmark")
+    for cycle in benchmark if isinstance(benchmark, list) else []:
+        for size, entry in cycle.items() if isinstance(cycle, dict) else []:
+            if not size.isdigit() or not isinstance(entry, dict):
+                result.warn(f"structured output entry {size!r} is not a result; skipped", line)
+                continue
+            run.rows.append(_structured_row(int(size), entry, line))
+    version = document.get("version")
+    if isinstance(version, str) and run.nccl_version is None:
+        run.nccl_version = version
+    bounds = document.get("out_of_bounds_value")
+    if isinstance(bounds, int):
+        ok = document.get("out_of_bounds_value_status") == "OK"
+        run.out_of_bounds = NcclOutOfBounds(bounds, ok)
+    run.avg_busbw_gbps = _number(document.get("avg_bus_bw"))
+    status = document.get("avg_bus_bw_status")
+    run.avg_busbw_check = status if isinstance(status, str) else None
+    run.complete = run.avg_busbw_gbps is not None
+
+
+def _structured_row(size: int, entry: dict[str, Any], line: int) -> NcclRow:
+    count = entry.get("count")
+    row = NcclRow(
+        size_bytes=size,
+        count=count if isinstance(count, int) else None,
+        dtype=entry.get("type") if isinstance(entry.get("type"), str) else None,
+        redop=entry.get("redop") if isinstance(entry.get("redop"), str) else None,
+        root=_root(entry.get("root")),
+        line=line,
+    )
+    row.out_of_place, row.in_place = (
+        NcclHalf(
+            time_us=_number(entry.get(f"{half}_time")),
+            algbw_gbps=_number(entry.get(f"{half}_algbw")),
+            busbw_gbps=_number(entry.get(f"{half}_busbw")),
+            wrong=_count(entry.get(f"{half}_error")),
+        )
+        for half in ("oop", "ip")
+    )
+    return row

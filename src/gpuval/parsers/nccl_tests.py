@@ -18,8 +18,8 @@ from gpuval.parsers import nccl_debug, nccl_json
 from gpuval.parsers.text import parse_int, parse_number, strip_launcher_prefix
 from gpuval.records.base import ParseResult
 from gpuval.records.nccl import (
-    COLLECTIVES,
     NcclDevice,
+    NcclFailedLine,
     NcclFailure,
     NcclHalf,
     NcclOutOfBounds,
@@ -38,6 +38,7 @@ _STRONG_MARKERS = (
     "Out of bounds values",
     "Test NCCL failure",
     "Test CUDA failure",
+    nccl_json.STRUCTURED_OUTPUT,
 )
 _TABLE_MARKERS = ("redop", "(elements)", "#wrong", " res", " op ")
 _RCCL_MARKERS = ("rccl-tests", "RCCL version", "rccl-headers", "+hip", "AMD Instinct")
@@ -103,8 +104,13 @@ _WORD_BYTES = {
 def detect(text: str) -> tuple[str, int] | None:
     """nccl-tests or rccl-tests, by substring tests on the head (and a few on the whole text)."""
     head = text[:_HEAD]
-    if head.lstrip().startswith("{"):
-        return ("nccl-tests", 95) if nccl_json.looks_like_json_report(head) else None
+    start = head.lstrip()[:1]
+    if start in ("{", "[") and nccl_json.looks_like_result_records(head):
+        return "rccl-tests", 95
+    if start == "{":
+        if nccl_json.looks_like_json_report(head):
+            return "nccl-tests", 95
+        return ("nccl-tests", 90) if nccl_json.STRUCTURED_OUTPUT in head else None
     tool = "rccl-tests" if any(m in head for m in _RCCL_MARKERS) else "nccl-tests"
     if any(m in head for m in _STRONG_MARKERS):
         return tool, 90
@@ -126,8 +132,11 @@ def detect(text: str) -> tuple[str, int] | None:
 def parse(text: str, source: str | None = None, tool: str | None = None) -> ParseResult:
     """Never raises: what cannot be read becomes a warning or error naming the line."""
     head = text[:_HEAD]
-    if head.lstrip().startswith("{"):
+    start = head.lstrip()[:1]
+    if start == "{" and nccl_json.looks_like_json_report(head):
         return nccl_json.parse_json(text, ParseResult(tool or "nccl-tests", source))
+    if start in ("{", "[") and nccl_json.looks_like_result_records(head):
+        return nccl_json.parse_result_records(text, ParseResult(tool or "rccl-tests", source))
     if tool is None:
         found = detect(text)
         tool = found[0] if found else "nccl-tests"
@@ -203,6 +212,8 @@ class _TextParser:
                 self._row_line(number, body)
                 continue
             self._flush_partial()
+            if "FAILED" in body:
+                self._touch(number).run.failed_lines.append(NcclFailedLine(raw.strip(), number))
             self._other_line(number, body, hashed)
         self._flush_partial()
         self._finish()
@@ -246,6 +257,8 @@ class _TextParser:
             return self._flag
         if hashed and starts("error:"):
             return self._reported_error
+        if starts("{") and nccl_json.STRUCTURED_OUTPUT in body:
+            return self._structured_output
         return None
 
     # ---- runs ----------------------------------------------------------------------------
@@ -414,6 +427,11 @@ class _TextParser:
         message = body.split(":", 1)[1].strip()
         builder.run.failures.append(NcclFailure(None, "nccl", None, None, message, log_line=number))
 
+    def _structured_output(self, number: int, body: str) -> None:
+        builder = self._touch(number)
+        nccl_json.read_structured_output(body, builder.run, number, self.result)
+        builder.stage = _FOOTER
+
     def _command(self, number: int, body: str) -> None:
         match = _PROGRAM.search(body)
         if match is None:
@@ -428,10 +446,7 @@ class _TextParser:
 
     def _set_program(self, run: NcclRun, program: str) -> None:
         run.program = program or None
-        name = program.split("/")[-1]
-        name = name[: name.index("_perf")] if "_perf" in name else name
-        if name in COLLECTIVES:
-            run.collective = name
+        run.collective = nccl_json.collective_of_program(program) or run.collective
 
     # ---- failures ------------------------------------------------------------------------
     def _failure_line(self, number: int, body: str) -> bool:

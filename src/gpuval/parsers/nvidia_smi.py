@@ -1,4 +1,7 @@
-"""nvidia-smi in four forms: the default table, `-q -x` XML, `--query-gpu` csv and `nvlink -s`.
+"""nvidia-smi in five forms: the default table, `-q` text, `-q -x` XML, `--query-gpu` csv (and
+the `--query-remapped-rows` / `--query-retired-pages` csv) and `nvlink -s`.
+
+`-q` text and XML are read field by field by one table (nvidia_smi_fields), health included.
 
 The table is read by its `|` separators, never by character columns: driver eras differ in
 widths and published copies collapse whitespace, but every era keeps the three `|` cells per
@@ -12,7 +15,20 @@ import csv
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
+from gpuval.parsers.nvidia_smi_fields import (
+    Section,
+    XmlSource,
+    assign,
+    label_key,
+    read_gpu,
+    reason_name,
+)
+from gpuval.parsers.nvidia_smi_fields import integer as _integer
+from gpuval.parsers.nvidia_smi_fields import number as _number
+from gpuval.parsers.nvidia_smi_fields import value as _value
 from gpuval.parsers.text import DETECT_WINDOW, Line, iter_lines, parse_int, parse_number
 from gpuval.records.base import ParseResult
 from gpuval.records.nvidia_smi import (
@@ -20,31 +36,39 @@ from gpuval.records.nvidia_smi import (
     NvidiaSmiRun,
     NvLinkState,
     PcieLink,
+    RetiredPage,
     SmiGpu,
+    SmiHealth,
     SmiProcess,
 )
 
-TABLE, XML, CSV, NVLINK = "nvidia-smi", "nvidia-smi-xml", "nvidia-smi-csv", "nvidia-smi-nvlink"
-TOOLS = (TABLE, XML, CSV, NVLINK)
+TABLE, QUERY, XML, CSV, NVLINK = (
+    "nvidia-smi",
+    "nvidia-smi-q",
+    "nvidia-smi-xml",
+    "nvidia-smi-csv",
+    "nvidia-smi-nvlink",
+)
+TOOLS = (TABLE, QUERY, XML, CSV, NVLINK)
 
-_ABSENT = {
-    "",
-    "N/A",
-    "[N/A]",
-    "NOT SUPPORTED",
-    "[NOT SUPPORTED]",
-    "UNKNOWN ERROR",
-    "[UNKNOWN ERROR]",
-}
+_QUERY_BANNER = "NVSMI LOG"
+# A -q copy without its banner: a `GPU 00000000:8A:00.0` line, then an indented field.
+_QUERY_GPU_BLOCK = re.compile(
+    r"^GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]\s*\n\s+\S[^:\n]*: ", re.M
+)
 
 
 def detect(text: str) -> tuple[str, int] | None:
     head = text[:DETECT_WINDOW]
     if "<nvidia_smi_log" in head:
         return XML, 95
+    if _QUERY_BANNER in head:
+        return QUERY, 95
+    if _QUERY_GPU_BLOCK.search(head):
+        return QUERY, 85
     if "NVIDIA-SMI" in head and "Driver Version" in head:
         return TABLE, 90
-    if _NVLINK_LINK.search(head) and _NVLINK_GPU.search(head):
+    if (_NVLINK_LINK.search(head) or _NVLINK_NVML in head) and _NVLINK_GPU.search(head):
         return NVLINK, 85
     if _csv_header_line(head.splitlines()[:20]) is not None:
         return CSV, 80
@@ -56,6 +80,7 @@ def parse(text: str, source: str | None = None, tool: str | None = None) -> Pars
     result = ParseResult(tool=chosen, source=source)
     readers: dict[str, Callable[[str, ParseResult], list[NvidiaSmiRun]]] = {
         TABLE: _read_tables,
+        QUERY: _read_queries,
         XML: _one(_read_xml),
         CSV: _one(_read_csv),
         NVLINK: _one(_read_nvlink),
@@ -74,32 +99,6 @@ def _one(
         return [] if run is None else [run]
 
     return read
-
-
-def _value(token: str | None) -> str | None:
-    """A printed value, or None for N/A and the like."""
-    if token is None:
-        return None
-    token = token.strip()
-    return None if token.upper() in _ABSENT else token
-
-
-def _number(token: str | None) -> float | None:
-    """The leading number of a value with a unit ('81559 MiB', '70.00 W', '30 %', '56C')."""
-    value = _value(token)
-    if value is None:
-        return None
-    found = re.match(r"[-+]?\d[\d_,]*(?:\.\d+)?", value)
-    return parse_number(found.group(0)) if found else None
-
-
-def _integer(token: str | None) -> int | None:
-    """An integer such as a link generation or a width printed as '16x'."""
-    value = _value(token)
-    if value is None:
-        return None
-    found = re.match(r"\d+", value)
-    return parse_int(found.group(0)) if found else None
 
 
 # --- default table -------------------------------------------------------------------------
@@ -285,58 +284,10 @@ def _xml_text(element: ET.Element, path: str) -> str | None:
     return None if found is None or found.text is None else _value(found.text)
 
 
-def _xml_first(element: ET.Element, *paths: str) -> str | None:
-    for path in paths:
-        value = _xml_text(element, path)
-        if value is not None:
-            return value
-    return None
-
-
-def _paths(parents: tuple[str, ...], *names: str) -> list[str]:
-    return [f"{parent}/{name}" for parent in parents for name in names]
-
-
-def _xml_gpu(index: int, gpu: ET.Element) -> SmiGpu:
-    link = "pci/pci_gpu_link_info/"
-    pcie = PcieLink(
-        gen_current=_integer(_xml_text(gpu, link + "pcie_gen/current_link_gen")),
-        gen_max=_integer(_xml_text(gpu, link + "pcie_gen/max_link_gen")),
-        width_current=_integer(_xml_text(gpu, link + "link_widths/current_link_width")),
-        width_max=_integer(_xml_text(gpu, link + "link_widths/max_link_width")),
-        gen_device_max=_integer(_xml_text(gpu, link + "pcie_gen/max_device_link_gen")),
-        gen_host_max=_integer(_xml_text(gpu, link + "pcie_gen/max_host_link_gen")),
-    )
-    has_pcie = gpu.find(link.rstrip("/")) is not None
-    # Drivers from 535 on moved power under gpu_power_readings and renamed the limit.
-    power = ("power_readings", "gpu_power_readings")
-    return SmiGpu(
-        index=index,
-        name=_xml_text(gpu, "product_name"),
-        pci_bus_id=_xml_text(gpu, "pci/pci_bus_id") or _value(gpu.get("id")),
-        uuid=_xml_text(gpu, "uuid"),
-        persistence_mode=_xml_text(gpu, "persistence_mode"),
-        ecc_mode=_xml_text(gpu, "ecc_mode/current_ecc"),
-        mig_mode=_xml_text(gpu, "mig_mode/current_mig"),
-        compute_mode=_xml_text(gpu, "compute_mode"),
-        performance_state=_xml_text(gpu, "performance_state"),
-        fan_percent=_number(_xml_text(gpu, "fan_speed")),
-        temperature_c=_number(_xml_text(gpu, "temperature/gpu_temp")),
-        power_draw_w=_number(
-            _xml_first(
-                gpu, *(f"{p}/{f}" for p in power for f in ("power_draw", "instant_power_draw"))
-            )
-        ),
-        power_limit_w=_number(
-            _xml_first(
-                gpu, *(f"{p}/{f}" for p in power for f in ("power_limit", "current_power_limit"))
-            )
-        ),
-        memory_used_mib=_number(_xml_text(gpu, "fb_memory_usage/used")),
-        memory_total_mib=_number(_xml_text(gpu, "fb_memory_usage/total")),
-        utilization_gpu_percent=_number(_xml_text(gpu, "utilization/gpu_util")),
-        pcie=pcie if has_pcie else None,
-    )
+def _xml_gpu(index: int, element: ET.Element) -> SmiGpu:
+    gpu = read_gpu(XmlSource(element), index, "xml")
+    gpu.pci_bus_id = gpu.pci_bus_id or _value(element.get("id"))
+    return gpu
 
 
 def _read_xml(text: str, result: ParseResult) -> NvidiaSmiRun | None:
@@ -370,10 +321,88 @@ def _read_xml(text: str, result: ParseResult) -> NvidiaSmiRun | None:
     return run
 
 
+# --- -q text ------------------------------------------------------------------------------
+
+_GPU_HEADER = re.compile(r"^GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\s*$")
+
+
+@dataclass
+class _QueryLog:
+    """One `==NVSMI LOG==` document: its top-level values and one section per `GPU BUS` block."""
+
+    top: Section
+    gpus: list[tuple[str, Section, int]]  # bus id, block, line of its header
+    line: int
+
+
+def _query_logs(text: str) -> list[_QueryLog]:
+    """The text form's tree, nested by indentation (tabs count as four spaces)."""
+    logs: list[_QueryLog] = []
+    stack: list[tuple[int, Section]] = []
+    for line in iter_lines(text):
+        raw = line.text.expandtabs(4).rstrip()
+        body = raw.strip()
+        if not body or set(body) <= {"="}:
+            continue
+        if _QUERY_BANNER in body or not logs:
+            logs.append(_QueryLog(Section(), [], line.number))
+            stack = []
+            if _QUERY_BANNER in body:
+                continue
+        indent = len(raw) - len(body)
+        header = _GPU_HEADER.match(body) if indent == 0 else None
+        if header:
+            block = Section()
+            logs[-1].gpus.append((header.group(1), block, line.number))
+            # Below the header even at indent 0: copies that lost their indentation keep
+            # the GPU's own fields.
+            stack = [(-1, block)]
+            continue
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        parent = stack[-1][1] if stack else logs[-1].top
+        label, colon, printed = body.partition(":")
+        if colon:
+            if label_key(label) not in parent.values:
+                parent.values[label_key(label)] = printed.strip()
+                parent.labels.append(label.strip())
+        else:
+            stack.append((indent, parent.sections.setdefault(label_key(body), Section())))
+    return logs
+
+
+def _read_queries(text: str, result: ParseResult) -> list[NvidiaSmiRun]:
+    runs: list[NvidiaSmiRun] = []
+    for log in _query_logs(text):
+        run = NvidiaSmiRun(
+            format="query",
+            timestamp=log.top.value("timestamp"),
+            driver_version=log.top.value("driver version"),
+            cuda_version=log.top.value("cuda version"),
+            attached_gpus=_integer(log.top.value("attached gpus")),
+        )
+        for index, (bus_id, block, number) in enumerate(log.gpus):
+            if not block.values and not block.sections:
+                result.warn(f"GPU {bus_id} printed no fields", number)
+            gpu = read_gpu(block, index, "text")
+            gpu.pci_bus_id = gpu.pci_bus_id or bus_id
+            run.gpus.append(gpu)
+        if run.attached_gpus is not None and run.attached_gpus != len(run.gpus):
+            result.warn(
+                f"Attached GPUs is {run.attached_gpus} but {len(run.gpus)} GPU blocks found",
+                log.line,
+            )
+        if run.gpus or run.driver_version is not None:
+            runs.append(run)
+    if not runs:
+        result.error("no `nvidia-smi -q` document found (no NVSMI LOG banner, no GPU block)")
+    return runs
+
+
 # --- --query-gpu csv -----------------------------------------------------------------------
 
 _COLUMN_NAME = re.compile(r"^[a-z][a-z0-9_]*(?:\.[a-z0-9_]+)*(?: \[[^\]]*\])?$")
-_QUERY = re.compile(r"--query-gpu[= ]([A-Za-z0-9_.,]+)")
+_QUERY = re.compile(r"--query-(?:gpu|remapped-rows|retired-pages)[= ]([A-Za-z0-9_.,]+)")
 _CSV_GPU_FIELDS: dict[str, str] = {
     "index": "index",
     "name": "name",
@@ -441,11 +470,12 @@ def _read_csv(text: str, result: ParseResult) -> NvidiaSmiRun | None:
     else:
         query = next((_QUERY.search(line.text) for line in lines if _QUERY.search(line.text)), None)
         if query is None:
-            result.error("csv without a header row, and no --query-gpu= command to name columns")
+            result.error("csv without a header row, and no --query-...= command to name columns")
             return None
         columns = [c for c in query.group(1).split(",") if c]
-        data = [line for line in lines if "--query-gpu" not in line.text]
+        data = [line for line in lines if "--query-" not in line.text]
     run = NvidiaSmiRun(format="csv", csv_columns=columns)
+    by_page = "retired_pages.address" in columns  # one row per retired page, not per GPU
     for line in data:
         if not line.text.strip():
             continue
@@ -455,17 +485,96 @@ def _read_csv(text: str, result: ParseResult) -> NvidiaSmiRun | None:
                 f"csv row has {len(values)} values for {len(columns)} columns; skipped", line.number
             )
             continue
-        run.gpus.append(_csv_gpu(run, dict(zip(columns, values, strict=True))))
+        gpu = _csv_gpu(run, dict(zip(columns, values, strict=True)))
+        same = next((g for g in run.gpus if by_page and _same_gpu(g, gpu)), None)
+        if same is not None and same.health is not None and gpu.health is not None:
+            same.health.retired_pages.pages.extend(gpu.health.retired_pages.pages)
+        else:
+            run.gpus.append(gpu)
     if not run.gpus:
         result.warn("csv lists no GPU")
     return run
 
 
+def _same_gpu(one: SmiGpu, other: SmiGpu) -> bool:
+    return (one.pci_bus_id, one.uuid, one.index) == (other.pci_bus_id, other.uuid, other.index)
+
+
+# csv column -> SmiHealth attribute (dotted) and how to read it.
+_CSV_HEALTH: dict[str, tuple[str, Callable[[str | None], Any]]] = {
+    "ecc.mode.pending": ("ecc_mode_pending", _value),
+    "mig.mode.pending": ("mig_mode_pending", _value),
+    "vbios_version": ("vbios_version", _value),
+    "serial": ("serial", _value),
+    "gpu_serial": ("serial", _value),
+    "temperature.gpu": ("temperature.gpu_c", _number),
+    "temperature.memory": ("temperature.memory_c", _number),
+    "temperature.gpu.tlimit": ("temperature.tlimit_c", _number),
+    "power.draw": ("power.draw_w", _number),
+    "power.draw.average": ("power.average_draw_w", _number),
+    "power.draw.instant": ("power.instant_draw_w", _number),
+    "power.limit": ("power.limit_w", _number),
+    "power.default_limit": ("power.default_limit_w", _number),
+    "enforced.power.limit": ("power.enforced_limit_w", _number),
+    "power.min_limit": ("power.min_limit_w", _number),
+    "power.max_limit": ("power.max_limit_w", _number),
+    "power.management": ("power.management", _value),
+    "retired_pages.single_bit_ecc.count": ("retired_pages.single_bit", _integer),
+    "retired_pages.sbe": ("retired_pages.single_bit", _integer),
+    "retired_pages.double_bit.count": ("retired_pages.double_bit", _integer),
+    "retired_pages.dbe": ("retired_pages.double_bit", _integer),
+    "retired_pages.pending": ("retired_pages.pending", _value),
+    "remapped_rows.correctable": ("remapped_rows.correctable", _integer),
+    "remapped_rows.uncorrectable": ("remapped_rows.uncorrectable", _integer),
+    "remapped_rows.pending": ("remapped_rows.pending", _value),
+    "remapped_rows.failure": ("remapped_rows.failure", _value),
+}
+_CSV_REASONS = ("clocks_event_reasons.", "clocks_throttle_reasons.")
+_CSV_REASON_MASKS = {"active", "supported"}  # bitmasks, kept in `fields` only
+
+
+def _csv_health(health: SmiHealth, name: str, printed: str | None) -> bool:
+    """Read one csv column into `health`; False when it is no health column."""
+    if name in _CSV_HEALTH:
+        target, convert = _CSV_HEALTH[name]
+        assign(health, target, convert(printed))
+        return True
+    if name.startswith(_CSV_REASONS):
+        reason = name.split(".", 1)[1]
+        if reason in _CSV_REASON_MASKS:
+            return False
+        health.clock_event_reasons[reason_name(reason)] = printed
+        return True
+    parts = name.split(".", 4)  # ecc.errors.{corrected,uncorrected}.{volatile,aggregate}.X
+    if parts[:2] != ["ecc", "errors"] or len(parts) != 5 or parts[3] not in _TIMESCALES:
+        return False
+    kind, counts, where = parts[2], getattr(health, f"ecc_{parts[3]}"), parts[4]
+    if where == "total":
+        setattr(counts, f"{kind}_total", _integer(printed))
+    elif where in ("sram", "dram"):
+        setattr(counts, f"{where}_{kind.removesuffix('ed')}able", _integer(printed))
+    else:
+        counts.by_location[f"{kind}.{where}"] = _integer(printed)
+    return True
+
+
+_TIMESCALES = ("volatile", "aggregate")
+
+
 def _csv_gpu(run: NvidiaSmiRun, row: dict[str, str]) -> SmiGpu:
     fields = {name: _value(value) for name, value in row.items()}
-    gpu = SmiGpu(fields=fields)
+    gpu = SmiGpu(fields=fields, health=SmiHealth())
+    assert gpu.health is not None
     pcie = PcieLink()
+    has_health = False
+    address = fields.get("retired_pages.address")
+    if address is not None:
+        page = RetiredPage(address, fields.get("retired_pages.cause"))
+        gpu.health.retired_pages.pages.append(page)
+        has_health = True
     for name, value in fields.items():
+        if _csv_health(gpu.health, name, value):
+            has_health = True
         if name in _CSV_PCIE_FIELDS:
             setattr(pcie, _CSV_PCIE_FIELDS[name], _integer(value))
         elif name in _CSV_GPU_FIELDS:
@@ -480,6 +589,8 @@ def _csv_gpu(run: NvidiaSmiRun, row: dict[str, str]) -> SmiGpu:
             run.driver_version = run.driver_version or value
     if any(name in _CSV_PCIE_FIELDS for name in fields):
         gpu.pcie = pcie
+    if not has_health and "retired_pages.cause" not in fields:
+        gpu.health = None
     return gpu
 
 
@@ -488,10 +599,15 @@ def _csv_gpu(run: NvidiaSmiRun, row: dict[str, str]) -> SmiGpu:
 _NVLINK_GPU = re.compile(r"^GPU (\d+): (.*?)(?: \(UUID: ([^)]*)\))?\s*$", re.MULTILINE)
 _NVLINK_LINK = re.compile(r"^\s*Link (\d+): (.*?)\s*$", re.MULTILINE)
 _SPEED = re.compile(r"^([\d.]+)\s*GB/s$")
+_NVLINK_NVML = "NVML: Unable to retrieve NVLink information"
 
 
 def _read_nvlink(text: str, result: ParseResult) -> NvidiaSmiRun | None:
     run = NvidiaSmiRun(format="nvlink")
+    if not text.strip():
+        # What nvidia-smi prints where no GPU has NVLink (none fitted, or a single PCIe GPU).
+        result.warn("nvlink -s printed nothing: no GPU reports an NVLink")
+        return run
     gpu: SmiGpu | None = None
     for line in iter_lines(text):
         header = _NVLINK_GPU.match(line.text)
@@ -504,6 +620,9 @@ def _read_nvlink(text: str, result: ParseResult) -> NvidiaSmiRun | None:
             gpu.nvlinks.append(_link_state(line, int(link.group(1)), link.group(2), result))
         elif link:
             result.warn("link line before any `GPU N:` line; ignored", line.number)
+        elif gpu is not None and line.text.strip().startswith("NVML:"):
+            # "NVML: Unable to retrieve NVLink information as all links are inActive"
+            gpu.nvlink_message = line.text.strip().removeprefix("NVML:").strip()
         elif line.text.strip().startswith(".."):
             result.warn("lines elided ('...') here: the GPU list may be incomplete", line.number)
     if not run.gpus:

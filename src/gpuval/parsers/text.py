@@ -7,8 +7,9 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-# `mpirun --tag-output` ("[1,0]<stdout>:") and torchrun `--tee` ("[host:0]:") line prefixes
-_PREFIX = re.compile(r"^(?:\[\d+,\d+\]<(?:stdout|stderr)>:\s?|\[[^\]\s]+:\d+\]:\s?)")
+# Line prefixes of launchers: Open MPI `mpirun --tag-output` ("[1,0]<stdout>:"), torchrun
+# `--tee` ("[host:0]:"), Intel MPI / MPICH `-prepend-rank` ("[0] ").
+_PREFIX = re.compile(r"^(?:\[\d+,\d+\]<(?:stdout|stderr)>:\s?|\[[^\]\s]+:\d+\]:\s?|\[\d+\](?: |$))")
 
 
 # How much of a file the detectors of inventory tools (p2pBandwidthLatencyTest, nvidia-smi) read:
@@ -27,7 +28,7 @@ class Line:
 
 
 def strip_launcher_prefix(text: str) -> str:
-    """Remove one launcher prefix (mpirun tag, torchrun tee) if present."""
+    """Remove one launcher prefix (mpirun tag, torchrun tee, prepended rank) if present."""
     if text[:1] != "[":
         return text
     return _PREFIX.sub("", text, count=1)

@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-AllReduceFormat = Literal["sweep-table", "profile-table", "single-payload"]
+from gpuval.records.nccl import NcclWarning
+
+AllReduceFormat = Literal["sweep-table", "profile-table", "single-payload", "no-result"]
 
 
 @dataclass
@@ -39,10 +41,13 @@ class AllReduceBenchRun:
     `GBps` (10**9 B/s), 0.125 for `Gbps`, 1.073741824 for the January 2025 builds that divided
     by 2**30 while printing `GBps`. `repeats` counts identical copies of this block in the file
     (the same table captured twice, e.g. by `--tee` plus stdout); they are kept once.
+    `nccl_warnings`: the `NCCL WARN` lines printed before this block (or after the last one).
+    A file with warnings but no result block gives one `no-result` run (collective None, no
+    rows, incomplete) that carries them: the benchmark died, and they may say why.
     """
 
     format: AllReduceFormat
-    collective: str
+    collective: str | None
     nranks: int | None
     trials: int | None
     warmups: int | None
@@ -54,6 +59,7 @@ class AllReduceBenchRun:
     elapsed: str | None
     line: int
     repeats: int = 1
+    nccl_warnings: list[NcclWarning] = field(default_factory=list)
 
 
 NvbandwidthStatus = Literal["passed", "waived", "error", "not_found", "incomplete"]

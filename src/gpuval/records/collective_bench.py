@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gpuval.records.nccl import NcclWarning
+
 
 @dataclass
 class CollectiveBenchRow:
@@ -21,7 +23,9 @@ class CollectiveBenchRow:
 
 @dataclass
 class CollectiveBenchRun:
-    """One JSON document of gpuval-allreduce-bench (printed by rank 0)."""
+    """One JSON document of gpuval-allreduce-bench (printed by rank 0). `nccl_warnings`: the
+    `NCCL WARN` lines of the log printed before it (or after the last one); a log with warnings
+    and no document gives one run with no rows (complete False) that carries them."""
 
     schema_version: int | None
     collective: str | None
@@ -43,6 +47,7 @@ class CollectiveBenchRun:
     correct: bool | None  # as printed; None when absent
     complete: bool  # rows present, every row read, and the correctness fields printed
     line: int
+    nccl_warnings: list[NcclWarning] = field(default_factory=list)
 
 
 @dataclass

@@ -87,6 +87,16 @@ class NcclWarning:
 
 
 @dataclass
+class NcclFailedLine:
+    """A line of the text output that says FAILED, as printed (launcher prefix removed):
+    `# Out of bounds values : 3 FAILED`, `# Avg bus bandwidth : 0 FAILED` (the
+    NCCL_TESTS_MIN_BW check), `# Bitwise mismatches : 2 FAILED` (builds with `-B`)."""
+
+    text: str
+    line: int
+
+
+@dataclass
 class NcclOutOfBounds:
     count: int
     ok: bool
@@ -120,6 +130,9 @@ class NcclRun:
     algorithms: list[str] = field(default_factory=list)
     nccl_warnings: list[NcclWarning] = field(default_factory=list)
     failures: list[NcclFailure] = field(default_factory=list)
+    # Every line that says FAILED (text output; a -J report's verdicts are out_of_bounds.ok
+    # and avg_busbw_check).
+    failed_lines: list[NcclFailedLine] = field(default_factory=list)
     json_output: str | None = None
     start_line: int | None = None
     end_line: int | None = None
