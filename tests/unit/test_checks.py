@@ -18,6 +18,7 @@ from gpuval.records.bandwidth import NvbandwidthMatrix, NvbandwidthRun, Nvbandwi
 from gpuval.records.base import ParseResult
 from gpuval.records.nccl import (
     NcclDevice,
+    NcclFailedLine,
     NcclHalf,
     NcclOutOfBounds,
     NcclRow,
@@ -157,9 +158,20 @@ def test_missing_correctness_columns_fail_closed_but_na_with_footer_warns() -> N
 def test_avg_bus_bandwidth_failed_line_fails() -> None:
     # NCCL_TESTS_MIN_BW: nccl-tests prints "# Avg bus bandwidth : 0 FAILED" and exits 7 (the
     # device recording); the exit status fails the step, the line fails the run on its own too
-    run = nccl({GIB: 355.9}, avg_busbw_check="FAILED")
+    run = nccl(
+        {GIB: 355.9},
+        avg_busbw_check="FAILED",
+        failed_lines=[NcclFailedLine("# Avg bus bandwidth    : 0 FAILED", 112)],
+    )
     check = find(judge([raw("n1", "ar", "nccl-tests", [run]), *h100_node()]), "failed-line")
     assert check.status == "fail" and "NCCL_TESTS_MIN_BW" in check.reason
+    assert check.source == "raw/n1/ar.txt:112"
+
+
+def test_bitwise_mismatch_line_fails_correctness() -> None:
+    run = nccl({GIB: 355.9}, failed_lines=[NcclFailedLine("# Bitwise mismatches : 2 FAILED", 90)])
+    check = find(judge([raw("n1", "ar", "nccl-tests", [run]), *h100_node()]), "failed-line")
+    assert check.status == "fail" and check.category == "correctness"
 
 
 @pytest.mark.parametrize(

@@ -53,9 +53,18 @@ def _wrong_rows(run: NcclRun) -> tuple[list[tuple[int, str, int, int | None]], i
     return wrong, seen
 
 
+FAILED_MEANINGS = (
+    ("Avg bus bandwidth", "bandwidth",
+     "the average busbw is below the minimum the run was given (NCCL_TESTS_MIN_BW)"),
+    ("Bitwise mismatches", "correctness",
+     "results differ bit for bit between runs (the -B check): non-deterministic or corrupted"),
+)  # fmt: skip
+
+
 def _failed_lines(run: NcclRun) -> list[Problem]:
-    """Lines where nccl-tests printed FAILED: a non-zero `Out of bounds values` and the average
-    busbw check (`NCCL_TESTS_MIN_BW`), whose `# Avg bus bandwidth : 0 FAILED` exits non-zero."""
+    """Every line where nccl-tests printed FAILED fails the run: a non-zero `Out of bounds
+    values`, the average busbw check (`# Avg bus bandwidth : 0 FAILED` with NCCL_TESTS_MIN_BW,
+    which also exits non-zero), bitwise mismatches, and whatever a later version adds."""
     found = []
     bounds = run.out_of_bounds
     if bounds is not None and not bounds.ok:
@@ -63,11 +72,18 @@ def _failed_lines(run: NcclRun) -> list[Problem]:
             "out-of-bounds", "fail", "correctness",
             f"Out of bounds values: {bounds.count} FAILED: results outside the valid range",
         ))  # fmt: skip
-    if (run.avg_busbw_check or "").upper() == "FAILED":
+    for failed in run.failed_lines:
+        if "Out of bounds" in failed.text and bounds is not None and not bounds.ok:
+            continue  # said above, with its count
+        category: Category = "correctness"
+        meaning = "the test's own check failed"
+        for marker, kind, text in FAILED_MEANINGS:
+            if marker in failed.text:
+                category, meaning = kind, text  # type: ignore[assignment]
         found.append(Problem(
-            "failed-line", "fail", "bandwidth",
-            f"'# Avg bus bandwidth : {run.avg_busbw_gbps:g} FAILED': the average busbw is below "
-            "the minimum the run was given (NCCL_TESTS_MIN_BW)",
+            "failed-line", "fail", category,
+            f"nccl-tests printed '{failed.text.strip()}' (line {failed.line}): {meaning}",
+            failed.line,
         ))  # fmt: skip
     return found
 
