@@ -40,6 +40,7 @@ class System:
     links_per_gpu: int | None  # cube-mesh: NVLinks each GPU spreads over its peers
     aliases: tuple[str, ...]
     source: str
+    matrix: tuple[tuple[str, ...], ...] | None = None  # a board wired one fixed way (DGX-1 V100)
 
     def fits(self, gpu: GpuModel, count: int) -> bool:
         """Whether a node of `count` GPUs of model `gpu` can be this system. An NVSwitch board
@@ -50,8 +51,8 @@ class System:
             return False  # an SXM module sits on its NVLink board, never in a PCIe slot
         if self.gpus is None:
             return count >= 1
-        if self.fabric == "nvswitch":
-            return 2 <= count <= self.gpus
+        if self.fabric == "nvswitch":  # a virtual machine may get part of the board
+            return 1 <= count <= self.gpus
         return count == self.gpus
 
     def partition(self, count: int) -> bool:
@@ -78,16 +79,25 @@ def systems() -> tuple[System, ...]:
             links_per_gpu=entry.get("links_per_gpu"),
             aliases=tuple(entry.get("aliases", ())),
             source=source_text(entry["source"]),
+            matrix=tuple(tuple(row) for row in entry["matrix"]) if "matrix" in entry else None,
         )
         for entry in document()["systems"]
     )
 
 
+def _plain(name: str) -> str:
+    return "".join(c for c in name.lower() if c.isalnum())
+
+
 def find_system(name: str) -> System | None:
-    """The catalog system called `name` (or one of its aliases), case and spacing ignored."""
-    wanted = " ".join(name.lower().split())
+    """The catalog system called `name` or one of its aliases (cloud machine types among them);
+    case, spaces and punctuation ignored: "DGX-1 (V100)" is the "DGX-1 V100"."""
+    wanted = _plain(name)
     for system in systems():
-        if wanted in (n.lower() for n in (system.name, *system.aliases)):
+        if wanted in (_plain(n) for n in (system.name, *system.aliases)):
+            return system
+    for system in systems():  # "GCP a3-megagpu-8g": a machine type inside a longer name
+        if any(len(_plain(a)) >= 8 and _plain(a) in wanted for a in system.aliases):
             return system
     return None
 
@@ -108,6 +118,13 @@ def link_problems(system: System, links: Matrix, gpu: GpuModel) -> list[LinkProb
         expected = f"NV{system.links_per_pair}"
         for i, j in _pairs(size):
             cell = links[i][j].strip()
+            if cell != expected:
+                found.append(LinkProblem(
+                    f"GPU{i}-GPU{j} {cell or '?'} where the {system.name} has {expected}", (i, j)
+                ))  # fmt: skip
+    elif system.fabric == "cube-mesh" and system.matrix and size == len(system.matrix):
+        for i, j in _pairs(size):
+            cell, expected = links[i][j].strip(), system.matrix[i][j]
             if cell != expected:
                 found.append(LinkProblem(
                     f"GPU{i}-GPU{j} {cell or '?'} where the {system.name} has {expected}", (i, j)
@@ -165,13 +182,25 @@ def detect_system(gpu: GpuModel, links: Matrix) -> System | None:
     return max(candidates, key=lambda s: _score(s, links, gpu))
 
 
-def expected_links(system: System, links: Matrix) -> list[list[str]]:
-    """The matrix the node should show: the board's bond where the system fixes it (NVSwitch,
-    full mesh), else the cells the node shows (cube-mesh numbering and bridges vary by node)."""
-    size = len(links)
+def system_matrix(system: System, size: int) -> list[list[str]] | None:
+    """What `size` GPUs of the system are wired with, when the system fixes it: the bond of an
+    NVSwitch board or full mesh, the DGX-1's published matrix; None where it varies by node
+    (bridges, PCIe paths)."""
     if system.fabric in ("nvswitch", "mesh"):
         bond = f"NV{system.links_per_pair}"
         return [["X" if i == j else bond for j in range(size)] for i in range(size)]
+    if system.matrix and size == len(system.matrix):
+        return [list(row) for row in system.matrix]
+    return None
+
+
+def expected_links(system: System, links: Matrix) -> list[list[str]]:
+    """The matrix the node should show: the system's where it fixes one, a PCIe path between
+    every pair of a PCIe server, else the cells the node shows (bridges vary by node)."""
+    size = len(links)
+    fixed = system_matrix(system, size)
+    if fixed is not None:
+        return fixed
     if system.fabric == "pcie":
         return [["X" if i == j else "SYS" for j in range(size)] for i in range(size)]
     return [[str(c) for c in row] for row in links]
