@@ -91,8 +91,10 @@ class _Reader:
         self.close_matrix(last)
         for run in self.result.runs:
             # A single GPU's matrix holds only "X": its legend tells which command printed it.
-            if run.matrix == "topology" and set(run.legend) & _P2P_CODES - {"X"} and not (
-                set(run.legend) & _TOPOLOGY_CODES
+            if (
+                run.matrix == "topology"
+                and set(run.legend) & _P2P_CODES - {"X"}
+                and not (set(run.legend) & _TOPOLOGY_CODES)
             ):
                 run.matrix = "p2p-capability"
 
