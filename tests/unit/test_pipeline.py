@@ -74,7 +74,8 @@ def test_healthy_run_passes_and_explains_the_duplex_figure(tmp_path: Path) -> No
         "339.8 GB/s = 76 % of the 450 GB/s per-direction NVLink 4 peak (38 % of the 900 GB/s "
         "duplex" in busbw["reason"]
     )
-    assert results(run)["verdict"] == "warn"  # the NIC behind the host bridge
+    # the NIC behind the host bridge is said, not held against the node
+    assert results(run)["verdict"] == "pass"
     for name in ("results.json", "measurements.csv", "report.html", "summary.json", "junit.xml"):
         assert (run / name).is_file(), name
 
@@ -175,14 +176,14 @@ def test_sample_run_verdict_is_what_its_readme_says(sample_report: tuple[int, Pa
         ("dgx-8xa100", "nccl-tests.all_reduce.correctness"),
     ]
     worst = {h: c["status"] for h, c in _host_status(results(out)).items()}
-    # a declared GPU model no output names, or GPUs of unknown model, cannot be judged: unjudged,
-    # never a pass
+    # GPUs of unknown model cannot be judged: unjudged, never a pass; a declared model no output
+    # names is confirmed when the links are exactly its board's (NV18 x28: HGX H100 8-GPU)
     assert worst == {
         "dgx-8xa100": "fail",
-        "dgx-8xh100": "unjudged",
+        "dgx-8xh100": "warn",
         "dual-gpu-nvlink": "unjudged",
         "dual-gpu-pcie": "unjudged",
-        "lambda-4xh100": "warn",
+        "lambda-4xh100": "pass",
     }
     reasons = {(c["host"], c["check_id"]): c["reason"] for c in results(out)["checks"]}
     # each judged on the floor of its large-message plateau (rows within 10 % of the best)
@@ -283,5 +284,5 @@ def test_mixed_mpi_versions_across_hosts_fail(tmp_path: Path) -> None:
     check = checks_by_id(run)["consistency.mpi_version"]
     assert check["status"] == "fail"
     assert check["reason"] == (
-        "mixed MPI version across hosts: Open MPI 4.1.4 on h1; Open MPI 5.0.3 on h2"
+        "mixed MPI versions across hosts: Open MPI 4.1.4 on h1; Open MPI 5.0.3 on h2"
     )

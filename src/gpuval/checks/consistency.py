@@ -24,7 +24,7 @@ def mixed_values_checks(
             ((value, hosts),) = seen.items()
             judge.add(Check(
                 check_id=check_id, host=CLUSTER, category=category, status="pass",
-                measured=value, reason=f"{label} {value} on all {len(hosts)} host(s) that "
+                measured=value, reason=f"{label}: {value} on all {len(hosts)} host(s) that "
                 "report it",
             ))  # fmt: skip
         return
@@ -38,7 +38,7 @@ def mixed_values_checks(
             judge.add(Check(
                 check_id=check_id, host=host, category=category, status="fail", measured=value,
                 reference=majority,
-                reason=f"{label} {value} here, the other hosts' {majority} ({listed})",
+                reason=f"{label}: {value} here, the other hosts' {majority} ({listed})",
             ))  # fmt: skip
     judge.add(Check(
         check_id=check_id, host=CLUSTER, category=category, status="fail",
@@ -54,7 +54,7 @@ def version_checks(judge: Judge) -> None:
         values = {h.name: h.versions[key] for h in judge.evidence.hosts.values()
                   if key in h.versions}  # fmt: skip
         mixed_values_checks(judge, f"consistency.{key}_version", "consistency",
-                            f"{label} version", values)  # fmt: skip
+                            f"{label} versions", values)  # fmt: skip
 
 
 def outlier_checks(judge: Judge) -> None:

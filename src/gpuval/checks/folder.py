@@ -95,7 +95,8 @@ def step_checks(judge: Judge) -> None:
             judge.add(Check(
                 check_id=f"step.{raw.sidecar.name}", host=raw.host, category="completeness",
                 status=problem[0], reason=problem[1], source=raw.path,
-                measured=raw.sidecar.exit_code, reference=0,
+                measured=raw.sidecar.exit_code,
+                reference=None if raw.sidecar.skipped else 0,
             ))  # fmt: skip
 
 
