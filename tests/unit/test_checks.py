@@ -597,3 +597,22 @@ def test_threshold_overrides(tmp_path: Path) -> None:
     path.write_text("{")
     with pytest.raises(ThresholdsError, match="line 1"):
         load_thresholds(path)
+
+
+def test_amd_smi_topology_of_an_mi300x_platform_is_judged_against_its_board() -> None:
+    """amd-smi topology on 8x MI300X (AMD's changelog): XGMI between every pair, as the MI300X
+    platform is built; a PCIE cell would mean a lost Infinity Fabric link."""
+    from gpuval.parsers import amd_topology
+
+    path = Path(__file__).parents[1] / "data/outputs/amd-topology"
+    text = (path / "amd-smi-changelog-8xMI300X-bdf-tables.txt").read_text()
+    topology = raw("n1", "amd-smi-topology", "amd-smi-topo",
+                   amd_topology.parse(text, tool="amd-smi-topo").runs)  # fmt: skip
+    checks = judge([topology, smi("n1", "AMD Instinct MI300X", 8)])
+    links = find(checks, "gpu-links")
+    assert links.status == "pass" and "AMD Instinct MI300X platform" in links.reason
+    assert topology.parse is not None
+    record = topology.parse.runs[0]
+    record.link_types[2][5] = record.link_types[5][2] = "PCIE"
+    links = find(judge([topology, smi("n1", "AMD Instinct MI300X", 8)]), "gpu-links")
+    assert links.status == "fail" and "GPU2-GPU5 PCIE where" in links.reason

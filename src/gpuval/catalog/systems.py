@@ -26,7 +26,7 @@ from gpuval.catalog.catalog import (
     source_text,
 )
 
-Fabric = Literal["nvswitch", "mesh", "cube-mesh", "bridge", "pcie", "single"]
+Fabric = Literal["nvswitch", "mesh", "cube-mesh", "xgmi", "bridge", "pcie", "single"]
 Matrix = Sequence[Sequence[str]]
 
 
@@ -47,8 +47,8 @@ class System:
         also serves a virtual machine given part of it (4 GPUs of an 8-GPU board)."""
         if self.gpu_models is not None and gpu.model not in self.gpu_models:
             return False
-        if self.fabric == "pcie" and gpu.nvlink_links and not gpu.nvlink_optional:
-            return False  # an SXM module sits on its NVLink board, never in a PCIe slot
+        if self.fabric == "pcie" and gpu.interconnect and not gpu.nvlink_optional:
+            return False  # an SXM or OAM module sits on its board, never in a PCIe slot
         if self.gpus is None:
             return count >= 1
         if self.fabric == "nvswitch":  # a virtual machine may get part of the board
@@ -129,6 +129,12 @@ def link_problems(system: System, links: Matrix, gpu: GpuModel) -> list[LinkProb
                 found.append(LinkProblem(
                     f"GPU{i}-GPU{j} {cell or '?'} where the {system.name} has {expected}", (i, j)
                 ))  # fmt: skip
+    elif system.fabric == "xgmi":
+        for i, j in _pairs(size):
+            if links[i][j].strip().upper() != "XGMI":
+                found.append(LinkProblem(
+                    f"GPU{i}-GPU{j} {links[i][j] or '?'} where the {system.name} has XGMI", (i, j)
+                ))  # fmt: skip
     elif system.fabric == "cube-mesh":
         for i in range(size):
             total = sum(nvlink_count(links[i][j]) or 0 for j in range(size) if j != i)
@@ -175,7 +181,7 @@ def detect_system(gpu: GpuModel, links: Matrix) -> System | None:
     candidates = [s for s in systems() if s.fits(gpu, size)]
     if size == 1:
         candidates = [s for s in candidates if s.fabric in ("single", "pcie")] or candidates
-    if gpu.nvlink_links == 0:
+    if gpu.interconnect is None:  # no NVLink or XGMI at all
         candidates = [s for s in candidates if s.fabric in ("pcie", "single")]
     if not candidates:
         return None
@@ -189,6 +195,8 @@ def system_matrix(system: System, size: int) -> list[list[str]] | None:
     if system.fabric in ("nvswitch", "mesh"):
         bond = f"NV{system.links_per_pair}"
         return [["X" if i == j else bond for j in range(size)] for i in range(size)]
+    if system.fabric == "xgmi":
+        return [["X" if i == j else "XGMI" for j in range(size)] for i in range(size)]
     if system.matrix and size == len(system.matrix):
         return [list(row) for row in system.matrix]
     return None

@@ -27,7 +27,7 @@ from gpuval.records.network import InfinibandRun
 from gpuval.records.nvidia_smi import NvidiaSmiRun
 from gpuval.records.p2p import P2PRun
 from gpuval.records.software import SoftwareVersionRun
-from gpuval.records.topology import TopologyRun
+from gpuval.records.topology import AmdTopologyRun, TopologyRun
 from gpuval.runfolder import RawFile, RunFolder
 from gpuval.steps import pair_step
 
@@ -145,6 +145,21 @@ def _gpu_count(files: list[RawFile], attributed: list[NcclDevice]) -> int | None
     return None
 
 
+def _amd_topology(files: list[RawFile]) -> Topology | None:
+    """rocm-smi --showtopo / amd-smi topology as a GPU matrix of XGMI/PCIE cells (no NICs)."""
+    for parsed in runs_of(files, AmdTopologyRun):
+        run = parsed.record
+        size = len(run.link_types)
+        if size == 0 or any(len(row) != size for row in run.link_types):
+            continue
+        links = [
+            ["X" if i == j else (run.link_types[i][j] or "").upper() for j in range(size)]
+            for i in range(size)
+        ]
+        return Topology([f"GPU{i}" for i in range(size)], links, [], {}, parsed.source())
+    return None
+
+
 def _topology(files: list[RawFile]) -> Topology | None:
     for parsed in runs_of(files, TopologyRun):
         run = parsed.record
@@ -166,7 +181,7 @@ def _topology(files: list[RawFile]) -> Topology | None:
             nic_cells={run.devices[r]: [cell(r, c) for c in nic_index] for r in gpu_index},
             source=parsed.source(),
         )
-    return None
+    return _amd_topology(files)
 
 
 def _pcie(files: list[RawFile]) -> list[GpuPcie]:
