@@ -118,9 +118,8 @@ def _number(value: Any) -> float | None:
 
 def _what_ran(run: ToolRun) -> tuple[bool, str]:
     """(across nodes?, collective) as the judge reads them from the run's record."""
-    record = run.file.parse.runs[run.index] if run.file.parse else None
-    if isinstance(record, NcclRun):
-        return is_multinode(run.file, run_hosts(record)), collective_name(record, run.file)
+    if isinstance(run.record, NcclRun):
+        return is_multinode(run.file, run_hosts(run.record)), collective_name(run.record, run.file)
     return False, str(run.data.get("collective") or "all_reduce")
 
 

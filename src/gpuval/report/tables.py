@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 
 from gpuval.checks.pairs import read_tries
+from gpuval.evidence import Parsed
 from gpuval.records.base import to_jsonable
 from gpuval.runfolder import RawFile
 
@@ -40,23 +41,12 @@ MEASUREMENT_COLUMNS = [
 
 
 @dataclass(frozen=True)
-class ToolRun:
-    """One parsed run of one raw file, as its JSON document (field names of the run schemas)."""
+class ToolRun(Parsed[object]):
+    """One parsed run of one raw file, with its JSON document (field names of the run schemas)
+    for the tables and charts."""
 
-    file: RawFile
     index: int  # position in the file's runs
     data: dict[str, Any]
-
-    @property
-    def host(self) -> str:
-        return self.file.host
-
-    @property
-    def tool(self) -> str:
-        return self.file.parse.tool if self.file.parse else ""
-
-    def source(self, line: int | None = None) -> str:
-        return f"{self.file.path}:{line}" if line else self.file.path
 
 
 def tool_runs(files: Iterable[RawFile], tools: frozenset[str] | None = None) -> Iterator[ToolRun]:
@@ -67,7 +57,7 @@ def tool_runs(files: Iterable[RawFile], tools: frozenset[str] | None = None) -> 
         for index, run in enumerate(raw.parse.runs):
             data = to_jsonable(run)
             if isinstance(data, dict):
-                yield ToolRun(raw, index, data)
+                yield ToolRun(raw, run, index, data)
 
 
 def as_list(value: Any) -> list[Any]:
