@@ -57,7 +57,7 @@ options:
     description: Phase of the run the step belongs to.
     type: str
     required: true
-    choices: [preflight, intranode, internode, network, mpi-preflight]
+    choices: [preflight, intranode, internode, network, mpi-preflight, health]
   tool:
     description:
       - Name of the gpuval parser for the output (for example C(nccl-tests), C(nvidia-smi-topo)).
@@ -186,7 +186,7 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "phase": {
         "type": "str",
         "required": True,
-        "choices": ["preflight", "intranode", "internode", "network", "mpi-preflight"],
+        "choices": ["preflight", "intranode", "internode", "network", "mpi-preflight", "health"],
     },
     "tool": {"type": "str"},
     "env": {"type": "dict", "default": {}},
