@@ -7,8 +7,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from gpuval.parsers import dcgm_diag, gpuval_bench, kernel_log, kernel_modules, sysfs_pci
-from gpuval.parsers import sysfs_infiniband
+from gpuval.parsers import (
+    dcgm_diag,
+    gpuval_bench,
+    kernel_log,
+    kernel_modules,
+    sysfs_infiniband,
+    sysfs_pci,
+)
 from gpuval.records.base import ParseResult
 from gpuval.records.health import KernelLogRun
 from gpuval.schema import validate

@@ -29,7 +29,7 @@ from datetime import datetime
 from gpuval.catalog.health import XidMeaning, compute_of, sxid_meaning, xid_meaning
 from gpuval.checks.consistency import mixed_values_checks
 from gpuval.checks.context import Judge
-from gpuval.checks.model import Check, Status, rank, worst
+from gpuval.checks.model import Check, Status, rank
 from gpuval.checks.wording import listed, percent
 from gpuval.evidence import HostEvidence, Parsed, runs_of
 from gpuval.evidence.model import BeforeAfter, pci_key
@@ -146,7 +146,8 @@ def _add(
 ) -> None:
     """One check from a list of problems: the worst status, every problem listed, the actions of
     the worst ones; `passed` is the reason when there is none."""
-    status = worst([p[0] for p in problems]) if problems else "pass"
+    problems = sorted(problems, key=lambda p: rank(p[0]))  # the worst named first
+    status = problems[0][0] if problems else "pass"
     actions = list(dict.fromkeys(p[2] for p in problems if p[0] == status and p[2]))
     judge.add(Check(
         check_id=check_id, host=host.name, category="health", status=status,
@@ -233,7 +234,9 @@ def xid_checks(judge: Judge, host: HostEvidence) -> None:
         # The worst event, the latest of equals: its line is the evidence.
         status, event, meaning, age = min(judged, key=lambda j: (rank(j[0]), -j[1].line))
         name = event.switch if event.kind == "sxid" else host.health.gpu_name(event.device)
-        counts = Counter(f"{'SXid' if e.kind == 'sxid' else 'Xid'} {e.code}" for e in events)
+        counts = Counter((e.kind == "sxid", e.code or 0) for e in events)
+        tally = ", ".join(f"{'SXid' if sxid else 'Xid'} {code} x{n}"
+                          for (sxid, code), n in sorted(counts.items()))  # fmt: skip
         note = (
             f"; older than {window:g} h: history unless the GPU was not reset since"
             if status == "warn" and meaning.kind == "hardware"
@@ -246,8 +249,7 @@ def xid_checks(judge: Judge, host: HostEvidence) -> None:
             measured=_event_text(event, meaning), reference=f"no hardware Xid within {window:g} h",
             source=parsed.source(event.line),
             reason=f"{_event_text(event, meaning)} on {name}: {meaning.meaning}, "
-            f"{_when(event, age)}{note}"
-            f" ({', '.join(f'{k} x{n}' for k, n in sorted(counts.items()))} in the log)",
+            f"{_when(event, age)}{note} ({tally} in the log)",
             action=None if status == "pass" else meaning.action.format(
                 gpu=name, switch=event.switch or "the NVSwitch"),
         ))  # fmt: skip

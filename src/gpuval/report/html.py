@@ -44,7 +44,14 @@ MAX_OPEN_PASSES = 60
 MAX_OPEN_HOST_ROWS = 20
 MAX_DIAGNOSTICS = 500
 MAX_HOSTS_NAMED = 6
-PHASE_ORDER = ("preflight", "mpi-preflight", "intranode", "internode", "network", "health")  # as run
+PHASE_ORDER = (
+    "preflight",
+    "mpi-preflight",
+    "intranode",
+    "internode",
+    "network",
+    "health",
+)  # as run
 
 FACT_FIELDS = (
     ("gpu_model", "GPU model"),
