@@ -325,3 +325,30 @@ def test_table_subjects_and_actions_of_other_modules_checks() -> None:
     assert "reseat the GPU" in (suggested_action(narrow) or "")
     fine = Check("topology.pcie-link", "node1", "topology", "pass", "x16")
     assert suggested_action(fine) is None
+
+
+def test_report_outputs_carry_the_node_health_table(run: RunFolder, tmp_path: Path) -> None:
+    from gpuval.pipeline import report_run
+    from gpuval.schema import validate
+
+    run.healthy("node1")
+    run.healthy("node2")
+    line = "2026-11-22T19:30:00+00:00 NVRM: Xid (PCI:0000:00:06): 79, pid=0, GPU has fallen off\n"
+    run.step("node2", "health-kernel-log-after", line, "kernel-log")
+    out = tmp_path / "out"
+    assert report_run(run.root, out, quiet=True) == 2  # no benchmark measured: error
+    summary = json.loads((out / "summary.json").read_text())
+    validate(summary, "summary")
+    table = summary["node_health"]
+    assert [s["key"] for s in table["subjects"]] == ["xid", "memory", "clocks", "pcie"]
+    node2 = next(h for h in table["hosts"] if h["host"] == "node2")
+    assert node2["status"] == "fail" and node2["cells"]["xid"]["status"] == "fail"
+    assert node2["cells"]["xid"]["source"] == "raw/node2/health-kernel-log-after.txt:1"
+    assert "power-cycle" in node2["cells"]["xid"]["action"]
+    assert [h["host"] for h in table["hosts"]] == ["node2", "node1"]  # worst first
+    failing = next(c for c in summary["failing_checks"] if c["host"] == "node2")
+    assert failing["action"] == node2["cells"]["xid"]["action"]
+    assert "action: drain the node and power-cycle it" in (out / "junit.xml").read_text()
+    page = (out / "report.html").read_text()
+    assert '<section id="health">' in page and "Do: drain the node and power-cycle it" in page
+    validate(json.loads((out / "results.json").read_text()), "results")

@@ -13,6 +13,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
+from gpuval.checks.health import suggested_action
 from gpuval.checks.model import Check, Expectation
 from gpuval.checks.pairs import KINDS, reference_name
 from gpuval.checks.thresholds import DEFAULTS, Thresholds
@@ -26,6 +27,7 @@ from gpuval.report.summary import (
     Outlier,
     PairNode,
     host_rows,
+    node_health,
     outliers,
     pair_links,
     pair_nodes,
@@ -399,6 +401,11 @@ def build_context(results: RunResults, thresholds: Thresholds = DEFAULTS) -> dic
     shown, folded = split_host_rows(rows, found)
     metrics = list(rows[0].metrics) if rows else []
     diagnostics = run_diagnostics(results)
+    health_subjects, health_rows = node_health(results)
+    # Many hosts: the healthy ones fold away under those with something to say.
+    health_open = [r for r in health_rows if r.status != "pass"]
+    if len(health_rows) <= MAX_OPEN_HOST_ROWS:
+        health_open = health_rows
     return {
         "results": results,
         "counts": status_counts(checks),
@@ -420,6 +427,9 @@ def build_context(results: RunResults, thresholds: Thresholds = DEFAULTS) -> dic
         "large_message": charts.format_bytes(thresholds.large_message_min_bytes),
         "p2p": p2p,
         "pairs": _pairs_section(results, chart_set),
+        "health_subjects": health_subjects,
+        "health_shown": health_open,
+        "health_folded": [r for r in health_rows if r not in health_open],
         "pair_low_fraction": thresholds.pair_low_fraction,
         "topology": _topology_groups(results),
         "topo_legend": TOPO_LEGEND,
@@ -452,6 +462,7 @@ def _environment() -> jinja2.Environment:
         name_hosts=name_hosts,
         plotly_js=plotly_js,
         reference_name=reference_name,
+        suggested_action=suggested_action,
     )
     return env
 
