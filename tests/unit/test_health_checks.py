@@ -173,6 +173,11 @@ def test_ecc_disabled_on_an_hbm_gpu_fails_and_uncorrectable_errors_fail(run: Run
     check = run.health()["health.memory"]
     assert check.status == "fail" and "ECC disabled" in check.reason
     assert "nvidia-smi -i 0 -e 1" in (check.action or "")
+    # The first dram_uncorrectable of the XML is the volatile count (since the driver loaded).
+    run.healthy("node1", changed(XML, "dram_uncorrectable", "2"))
+    check = run.health()["health.memory"]
+    assert check.status == "fail"
+    assert check.reason == "GPU0 2 uncorrectable ECC error(s) since the driver loaded"
 
 
 def test_hw_slowdown_active_fails_and_power_cap_below_default_warns(run: RunFolder) -> None:
@@ -314,6 +319,15 @@ def test_missing_passive_evidence_after_the_health_phase_ran_is_unjudged(run: Ru
     run.step("node1", "nvidia-smi-query", XML, "nvidia-smi-xml", "preflight", "xml")
     run.step("node1", "health-pci", (DEVICE / "sysfs-pci-links.txt").read_text(), "sysfs-pci")
     assert run.health()["health.xid"].status == "unjudged"
+    # A probe that ran and failed, or was skipped, is its step's check (step.*), not unjudged.
+    folder = run.root / "raw" / "node1"
+    skipped = {
+        "schema_version": 1, "name": "health-kernel-log", "host": "node1", "phase": "health",
+        "raw": None, "command": None, "exit_code": None, "skipped": "dmesg not found",
+    }  # fmt: skip
+    (folder / "health-kernel-log.meta.json").write_text(json.dumps(skipped))
+    checks = {c.check_id: c for c in run.checks() if c.host == "node1"}
+    assert "health.xid" not in checks and checks["step.health-kernel-log"].status == "warn"
 
 
 def test_table_subjects_and_actions_of_other_modules_checks() -> None:

@@ -219,3 +219,33 @@ def test_gemm_burn_document_and_a_burn_that_could_not_run() -> None:
     assert "torch was built without CUDA" in failed.errors[0].message
     assert "did not finish" in checked(gpuval_bench.parse("", tool="gpuval-gemm-burn")).errors[
         0].message  # fmt: skip
+
+
+def as_grep_listing(loop_form: str) -> str:
+    """The loop form's content as `grep -H .` prints the same files."""
+    lines, device, name = [], "", ""
+    for line in loop_form.splitlines():
+        if line.startswith("== "):
+            path, *attributes = line[3:].split()
+            device = path
+            lines += [f"{path}/{key}:{value}" for key, value in (a.split("=") for a in attributes)]
+        elif line.startswith("-- "):
+            name = line[3:]
+        else:
+            lines.append(f"{device}/{name}:{line}")
+    return "\n".join(lines) + "\n"
+
+
+def test_sysfs_pci_grep_form_reads_like_the_loop_form() -> None:
+    loop = (DATA / "sysfs-pci" / "SYNTHETIC-gpu-x8-nic-aer-errors.txt").read_text()
+    grep = checked(sysfs_pci.parse(as_grep_listing(loop)))
+    assert sysfs_pci.detect(as_grep_listing(loop)) == ("sysfs-pci", 85)
+    devices = [(d.address, d.class_code, d.vendor, d.current_width, d.max_width, d.aer)
+               for d in grep.runs[0].devices]  # fmt: skip
+    expected = [(d.address, d.class_code, d.vendor, d.current_width, d.max_width, d.aer)
+                for d in checked(sysfs_pci.parse(loop)).runs[0].devices]  # fmt: skip
+    assert devices == expected and not grep.warnings
+    real = (DATA / "sysfs-pci" / "dev-vm-grep-virtio-no-link.txt").read_text()
+    run = checked(sysfs_pci.parse(real)).runs[0]
+    assert [d.vendor for d in run.devices] == ["0x8086"] + ["0x1af4"] * 5
+    assert not any(d.is_gpu or d.is_rdma_nic or d.current_width for d in run.devices)

@@ -37,6 +37,7 @@ from gpuval.records.health import GemmBurnRun, KernelEvent, PciDevice, SysfsInfi
 from gpuval.records.nvidia_smi import EccCounts, NvidiaSmiRun, SmiGpu
 from gpuval.records.software import SoftwareVersionRun
 from gpuval.runfolder import RawFile
+from gpuval.steps import after_step
 
 # The node health table: (subject, column title), in column order.
 HEALTH_SUBJECTS = (
@@ -157,7 +158,11 @@ def _add(
     ))  # fmt: skip
 
 
-def _missing(judge: Judge, host: HostEvidence, check_id: str, what: str) -> None:
+def _missing(judge: Judge, host: HostEvidence, check_id: str, what: str, step: str) -> None:
+    """Unjudged when the health phase ran on the host but left no trace of the probe's step,
+    before or after the benchmarks (a probe that failed or was skipped is its step's check)."""
+    if not host.health.ran or {step, after_step(step)} & host.health.steps:
+        return
     judge.add(Check(
         check_id=check_id, host=host.name, category="health", status="unjudged",
         reason=f"the health phase ran but left no {what}: nothing to judge (see its step)",
@@ -209,8 +214,9 @@ def _event_text(event: KernelEvent, meaning: XidMeaning) -> str:
 def xid_checks(judge: Judge, host: HostEvidence) -> None:
     parsed = host.health.kernel_log.latest
     if parsed is None:
-        if host.health.ran:
-            _missing(judge, host, "health.xid", "kernel log (dmesg / journalctl -k)")
+        _missing(
+            judge, host, "health.xid", "kernel log (dmesg / journalctl -k)", "health-kernel-log"
+        )
         return
     log, window = parsed.record, judge.thresholds.xid_window_hours
     captured = _captured_at(parsed.file)
@@ -371,8 +377,7 @@ def _memory_problems(name: str, gpu: SmiGpu, ecc_expected: bool) -> list[Problem
 def memory_checks(judge: Judge, host: HostEvidence) -> None:
     parsed = host.health.smi.latest
     if parsed is None:
-        if host.health.ran:
-            _missing(judge, host, "health.memory", "nvidia-smi -q -x output")
+        _missing(judge, host, "health.memory", "nvidia-smi -q -x output", "nvidia-smi-query")
         return
     compute = compute_of(host.model.model if host.model else None)
     problems = [p for name, gpu in _gpus(parsed)
@@ -523,8 +528,7 @@ def pcie_health_checks(judge: Judge, host: HostEvidence) -> None:
     pci = host.health.pci
     parsed = pci.latest
     if parsed is None:
-        if host.health.ran:
-            _missing(judge, host, "health.pcie", "PCI sysfs listing")
+        _missing(judge, host, "health.pcie", "PCI sysfs listing", "health-pci")
         return
     before = {d.address: d for d in pci.before.record.devices} if pci.before and pci.after else {}
     problems: list[Problem] = []

@@ -272,6 +272,7 @@ def _host_health(files: list[RawFile]) -> HostHealth:
     }
     return HostHealth(
         ran=any(f.sidecar is not None and f.sidecar.phase == HEALTH_PHASE for f in files),
+        steps=frozenset(f.step for f in files),
         kernel_log=_before_after(files, KernelLogRun),
         smi=BeforeAfter(_with_health(smi.before), _with_health(smi.after)),
         infiniband=_before_after(files, SysfsInfinibandRun),

@@ -162,9 +162,11 @@ class BeforeAfter(Generic[R]):
 @dataclass
 class HostHealth:
     """The health outputs of one host. `ran`: the health phase left a step on this host, so a
-    passive probe without output is missing evidence rather than a phase that never ran."""
+    passive probe that left no step at all is missing evidence rather than a phase that never
+    ran; `steps`: the host's step names (a skipped or failed probe still has its step)."""
 
     ran: bool = False
+    steps: frozenset[str] = frozenset()
     kernel_log: BeforeAfter[KernelLogRun] = field(default_factory=BeforeAfter)
     smi: BeforeAfter[NvidiaSmiRun] = field(default_factory=BeforeAfter)  # -q / -q -x forms
     infiniband: BeforeAfter[SysfsInfinibandRun] = field(default_factory=BeforeAfter)
