@@ -6,10 +6,12 @@
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -35,14 +37,32 @@ description:
   - On timeout the whole process group of the command is killed (SIGTERM, then SIGKILL after
     O(kill_grace_s) seconds), so children such as C(mpirun) ranks do not linger.
   - With O(skip_reason) nothing runs; only a sidecar with C(skipped) and C(raw) null is written.
+  - With O(steps), several steps run one after another in one call (each with its own raw file
+    and sidecar): for quick probes, where a module call per step would cost more than the
+    commands themselves.
 version_added: "0.1.0"
 options:
   name:
     description:
       - Step name; the base name of the raw file and of the sidecar.
       - Letters, digits, C(.), C(_) and C(-) only.
+      - Required unless O(steps) is given.
     type: str
-    required: true
+  steps:
+    description:
+      - Several steps, run in order. Each is a dict of O(name), O(command), and optionally
+        O(tool), O(raw_ext), O(timeout), O(skip_reason), O(env) and O(requires); the other
+        options apply to every step. Results are returned as RV(results).
+    type: list
+    elements: dict
+  requires:
+    description:
+      - Programs (looked up on PATH, then /sbin and /usr/sbin) or paths (containing C(/), glob
+        patterns allowed) the command needs; when one is missing the step is recorded as skipped
+        with the reason C(<what> not found on this host).
+    type: list
+    elements: str
+    default: []
   dest:
     description: Folder of the node's raw outputs for this run; created when missing.
     type: path
@@ -57,7 +77,7 @@ options:
     description: Phase of the run the step belongs to.
     type: str
     required: true
-    choices: [preflight, intranode, internode, network, mpi-preflight]
+    choices: [preflight, intranode, internode, network, mpi-preflight, health]
   tool:
     description:
       - Name of the gpuval parser for the output (for example C(nccl-tests), C(nvidia-smi-topo)).
@@ -126,6 +146,15 @@ EXAMPLES = r"""
     timeout: 1800
   tags: [molecule-idempotence-notest]
 
+- name: Capture quick probes in one call, skipping those the node cannot run
+  gpuval_capture:
+    dest: "{{ gpuval_node_run_dir }}"
+    phase: health
+    steps:
+      - {name: health-kernel-log, command: dmesg, tool: kernel-log}
+      - {name: health-ib-sysfs, command: "grep -H . /sys/class/infiniband/*/fw_ver",
+         tool: sysfs-infiniband, requires: ["/sys/class/infiniband/*/ports"]}
+
 - name: Record that the peer-to-peer test was not run
   gpuval_capture:
     name: p2pBandwidthLatencyTest
@@ -161,9 +190,13 @@ duration_s:
   type: float
   sample: 0.42
 skipped_reason:
-  description: The O(skip_reason) recorded, or null.
+  description: The O(skip_reason) recorded (or the missing requirement), or null.
   returned: always
   type: str
+results:
+  description: With O(steps), one result per step (rc, timed_out, raw_path, ... and name).
+  returned: when O(steps) is given
+  type: list
 output:
   description: First MiB of the captured output (decoded as UTF-8 with replacement characters).
   returned: when O(return_output) is true and the command ran
@@ -180,13 +213,15 @@ OUTPUT_RETURN_LIMIT = 1 << 20
 STEP_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
 
 ARGUMENT_SPEC: dict[str, Any] = {
-    "name": {"type": "str", "required": True},
+    "name": {"type": "str"},
+    "steps": {"type": "list", "elements": "dict"},
+    "requires": {"type": "list", "elements": "str", "default": []},
     "dest": {"type": "path", "required": True},
     "command": {"type": "raw"},
     "phase": {
         "type": "str",
         "required": True,
-        "choices": ["preflight", "intranode", "internode", "network", "mpi-preflight"],
+        "choices": ["preflight", "intranode", "internode", "network", "mpi-preflight", "health"],
     },
     "tool": {"type": "str"},
     "env": {"type": "dict", "default": {}},
@@ -198,6 +233,9 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "host": {"type": "str"},
     "return_output": {"type": "bool", "default": False},
 }
+# What one entry of `steps` may set; the rest comes from the module's own options.
+STEP_KEYS = ("name", "command", "tool", "raw_ext", "timeout", "skip_reason", "env", "requires")
+SBIN = ("/usr/local/sbin", "/usr/sbin", "/sbin")
 
 
 def utc_now() -> str:
@@ -308,29 +346,71 @@ def build_sidecar(params: dict[str, Any], host: str, cwd: str) -> dict[str, Any]
     }
 
 
-def validate(module: AnsibleModule) -> None:
-    """Argument checks that argument_spec cannot express."""
-    params = module.params
-    if not STEP_NAME.match(params["name"]):
-        module.fail_json(
-            msg=f"name {params['name']!r} may hold only letters, digits, '.', '_', '-'"
-        )
-    if not STEP_NAME.match(params["raw_ext"]) or params["raw_ext"] == "meta.json":
-        module.fail_json(msg=f"raw_ext {params['raw_ext']!r} is not a plain file extension")
+def problem(params: dict[str, Any]) -> str | None:
+    """Argument checks that argument_spec cannot express; None when the step is fine."""
+    if not isinstance(params["name"], str) or not STEP_NAME.match(params["name"]):
+        return f"name {params['name']!r} may hold only letters, digits, '.', '_', '-'"
+    if not STEP_NAME.match(str(params["raw_ext"])) or params["raw_ext"] == "meta.json":
+        return f"raw_ext {params['raw_ext']!r} is not a plain file extension"
     command = params["command"]
     if params["skip_reason"] is None:
         if command is None or command == "" or command == []:
-            module.fail_json(msg="command is required unless skip_reason is given")
+            return "command is required unless skip_reason is given"
         if not isinstance(command, (str, list)):
-            module.fail_json(msg="command must be a string or a list of arguments")
-    if params["timeout"] < 0:
-        module.fail_json(msg="timeout must be >= 0 (0: no limit)")
+            return "command must be a string or a list of arguments"
+    if not isinstance(params["timeout"], (int, float)) or params["timeout"] < 0:
+        return "timeout must be >= 0 (0: no limit)"
+    return None
+
+
+def missing_requirement(requires: list[str], env: dict[str, str]) -> str | None:
+    """The first program or path of `requires` the node lacks."""
+    search = os.pathsep.join([env.get("PATH", os.defpath), *SBIN])
+    for wanted in requires:
+        found = glob.glob(wanted) if "/" in wanted else shutil.which(wanted, path=search)
+        if not found:
+            return wanted
+    return None
+
+
+def step_params(params: dict[str, Any], step: dict[str, Any]) -> dict[str, Any]:
+    """One entry of `steps` with the module's options as its defaults."""
+    unknown = sorted(set(step) - set(STEP_KEYS))
+    if unknown:
+        raise ValueError(f"step {step.get('name')!r}: unknown key(s) {', '.join(unknown)}")
+    merged = {**params, "steps": None, **step}
+    with contextlib.suppress(TypeError, ValueError):  # a bad value is named by problem()
+        merged["timeout"] = float(merged["timeout"])
+    if isinstance(merged["requires"], str):
+        merged["requires"] = [merged["requires"]]
+    return merged
 
 
 def main() -> None:
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    validate(module)
+    module = AnsibleModule(
+        argument_spec=ARGUMENT_SPEC,
+        supports_check_mode=True,
+        required_one_of=[("name", "steps")],
+        mutually_exclusive=[("name", "steps"), ("command", "steps")],
+    )
     params = module.params
+    if params["steps"] is None:
+        if message := problem(params):
+            module.fail_json(msg=message)
+        module.exit_json(**capture(module, params))
+    try:
+        steps = [step_params(params, step) for step in params["steps"]]
+    except ValueError as error:
+        module.fail_json(msg=str(error))
+    for step in steps:
+        if message := problem(step):
+            module.fail_json(msg=f"step {step.get('name')!r}: {message}")
+    results = [{"name": step["name"], **capture(module, step)} for step in steps]
+    module.exit_json(failed=False, changed=True, results=results)
+
+
+def capture(module: AnsibleModule, params: dict[str, Any]) -> dict[str, Any]:
+    """Run one step (or record why it did not run); the module result of that step."""
     dest = params["dest"]
     name = params["name"]
     cwd = params["chdir"] or os.getcwd()
@@ -348,19 +428,22 @@ def main() -> None:
         "skipped_reason": params["skip_reason"],
     }
     if module.check_mode:
-        module.exit_json(**result)
+        return result
 
     os.makedirs(dest, exist_ok=True)
+    env = dict(os.environ)
+    env.update({key: str(value) for key, value in params["env"].items()})
+    if params["skip_reason"] is None and (lacking := missing_requirement(params["requires"], env)):
+        params = {**params, "skip_reason": f"{lacking} not found on this host"}
+        result["skipped_reason"] = params["skip_reason"]
     sidecar = build_sidecar(params, params["host"] or socket.gethostname(), cwd)
     result["sidecar_path"] = sidecar_path
     if params["skip_reason"] is not None:
         now = utc_now()
         sidecar.update(started_at=now, ended_at=now)
         write_json_atomic(sidecar_path, sidecar)
-        module.exit_json(**result)
+        return result
 
-    env = dict(os.environ)
-    env.update(sidecar["env"])
     sidecar["started_at"] = utc_now()
     write_json_atomic(sidecar_path, sidecar)
     started = time.monotonic()
@@ -389,7 +472,7 @@ def main() -> None:
     result.update(rc=exit_code, timed_out=timed_out, raw_path=raw_path, duration_s=duration)
     if params["return_output"]:
         result["output"], result["output_truncated"] = read_head(raw_path, OUTPUT_RETURN_LIMIT)
-    module.exit_json(**result)
+    return result
 
 
 if __name__ == "__main__":

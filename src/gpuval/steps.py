@@ -40,3 +40,13 @@ def pair_step(name: str) -> PairStep | None:
 
 def pair_step_name(kind: str, round_: int, src: str, dst: str, attempt: int) -> str:
     return f"pair-{kind}-r{round_}-{src}--{dst}-try{attempt}"
+
+
+# --- Node health: the health phase's passive probes are captured before the benchmarks and
+# again after them; the second capture is the step of the same name with AFTER_SUFFIX.
+HEALTH_PHASE = "health"
+AFTER_SUFFIX = "-after"
+
+
+def after_step(step: str) -> str:
+    return step + AFTER_SUFFIX

@@ -311,3 +311,57 @@ def test_through_ansible_a_failing_command_does_not_fail_the_task(tmp_path: Path
     assert completed.returncode == 0, completed.stdout + completed.stderr
     assert '"rc": 4' in completed.stdout
     assert read_sidecar(tmp_path, "fails")["exit_code"] == 4
+
+
+def test_steps_run_in_one_call_each_with_its_own_raw_file_and_sidecar(tmp_path: Path) -> None:
+    dest = tmp_path / "run"
+    result = run_module(
+        tmp_path, dest=str(dest), phase="health", timeout=30,
+        steps=[
+            {"name": "first", "command": "echo one", "tool": "kernel-log"},
+            {"name": "second", "command": ["sh", "-c", "echo two; exit 3"], "raw_ext": "log",
+             "timeout": "5"},
+            {"name": "third", "command": "echo never", "requires": ["no-such-program-here"]},
+            {"name": "fourth", "command": "echo never", "requires": [str(tmp_path / "*.nothing")]},
+        ],
+    )  # fmt: skip
+    assert result["failed"] is False
+    assert [(r["name"], r["rc"]) for r in result["results"]] == [
+        ("first", 0), ("second", 3), ("third", None), ("fourth", None)]  # fmt: skip
+    assert (dest / "first.txt").read_text() == "one\n"
+    assert (dest / "second.log").read_text() == "two\n"
+    first, second = read_sidecar(dest, "first"), read_sidecar(dest, "second")
+    assert (first["phase"], first["tool"], first["timeout_s"]) == ("health", "kernel-log", 30)
+    assert (second["exit_code"], second["timeout_s"]) == (3, 5)
+    third = read_sidecar(dest, "third")
+    assert (
+        third["raw"] is None and third["skipped"] == "no-such-program-here not found on this host"
+    )
+    assert read_sidecar(dest, "fourth")["skipped"].endswith("*.nothing not found on this host")
+    assert not (dest / "third.txt").exists()
+
+
+def test_a_required_program_on_path_or_a_matching_path_lets_the_step_run(tmp_path: Path) -> None:
+    (tmp_path / "present.flag").write_text("")
+    result = run_module(
+        tmp_path, name="found", dest=str(tmp_path / "d"), phase="health", command="echo ok",
+        requires=["sh", str(tmp_path / "*.flag")],
+    )  # fmt: skip
+    assert result["rc"] == 0 and result["skipped_reason"] is None
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ({"steps": [{"name": "a", "command": "true", "colour": "red"}]}, "unknown key(s) colour"),
+        ({"steps": [{"name": "a/b", "command": "true"}]}, "step 'a/b': name"),
+        ({"steps": [{"name": "a"}]}, "step 'a': command is required"),
+        ({"name": "a", "command": "true", "steps": []}, "mutually exclusive"),
+    ],
+)
+def test_bad_steps_fail_before_anything_runs(
+    tmp_path: Path, args: dict[str, Any], message: str
+) -> None:
+    result = run_module(tmp_path, dest=str(tmp_path / "d"), phase="health", **args)
+    assert result["failed"] is True and message in result["msg"]
+    assert not (tmp_path / "d").exists()

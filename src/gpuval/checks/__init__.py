@@ -3,7 +3,8 @@
 One module per subject, each a set of functions of the evidence, the catalog and the
 thresholds: folder (the run folder and its steps), nccl (collectives), p2p (GPU pairs inside a
 node), topology (the board), network (ports), hardware (declared vs detected), consistency
-(across hosts), pairs (find the bad node) and cluster (MPI preflight, all-nodes bench).
+(across hosts), pairs (find the bad node), cluster (MPI preflight, all-nodes bench) and health
+(Xid, memory, clocks, PCIe/NVLink/RDMA errors, GPU burn, DCGM).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from gpuval.checks.folder import (
     step_checks,
 )
 from gpuval.checks.hardware import hardware_checks
+from gpuval.checks.health import health_checks
 from gpuval.checks.model import Check, Expectation
 from gpuval.checks.nccl import collective_checks
 from gpuval.checks.network import network_checks
@@ -50,6 +52,7 @@ def judge_run(evidence: RunEvidence, thresholds: Thresholds) -> Judgement:
     network_checks(judge)
     collective_checks(judge)
     gpu_pair_checks(judge)
+    health_checks(judge)
     folder = evidence.folder
     expected = {host: folder.expected_steps(host) for host in folder.hosts}
     pairs = analyse_pairs(

@@ -28,6 +28,7 @@ Category = Literal[
     "consistency",
     "network",
     "hardware",
+    "health",
 ]
 
 
@@ -59,6 +60,7 @@ class Check:
     reference: float | str | None = None
     unit: str | None = None
     source: str | None = None  # raw file relative to the run folder, ":line" when known
+    action: str | None = None  # what an operator should do, when the check is not a pass
 
 
 @dataclass

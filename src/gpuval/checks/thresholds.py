@@ -30,6 +30,17 @@ Reasoning (numbers from shared/notes/references.md):
   fall short (pass -P in bench_pairs_iperf3_args there); a link that negotiated 1 Gb/s on a 10
   Gb/s port, or a throttled path, lands at 10 %. Busbw pairs use the busbw bands against the
   across-node bound.
+- Node health. Xids are judged within xid_window_hours (24) before the kernel log was read, in
+  the current boot only (the probe reads since boot): Azure's health checks kept nodes drained
+  over Xids that a reset had long since cleared; a hardware Xid older than the window warns,
+  within it fails. xid_benign_codes: Xids a site knows to be harmless there (none by default).
+  The GEMM burn against the dense tensor peak of the catalog: the best matmul shapes reach
+  80-87 % of it (ml-engineering's MAMF table: H100 SXM 794.5 of 989, A100 SXM 271.2 of 312); a
+  fixed square shape and a minute of heat cost some more, so a healthy GPU lands above 55 %;
+  below 35 %, less than half of healthy, the clocks are held down (power cap, thermal or HW
+  slowdown, a GPU stuck in a low P-state). Identical GPUs of one node run within a few percent
+  of each other: 10 % below the node's median warns, 25 % below fails. A GPU within
+  temperature_margin_warn_c (5 °C) of its slowdown temperature warns.
 """
 
 from __future__ import annotations
@@ -62,6 +73,13 @@ class Thresholds:
     pair_max_tries: int = 3
     pair_line_rate_warn_fraction: float = 0.50
     pair_line_rate_fail_fraction: float = 0.25
+    xid_window_hours: float = 24.0
+    xid_benign_codes: tuple[int, ...] = ()
+    burn_pass_fraction: float = 0.55
+    burn_fail_fraction: float = 0.35
+    burn_sibling_warn_fraction: float = 0.90
+    burn_sibling_fail_fraction: float = 0.75
+    temperature_margin_warn_c: float = 5.0
 
 
 DEFAULTS = Thresholds()
@@ -90,6 +108,14 @@ def load_thresholds(path: Path | None) -> Thresholds:
         )
     values: dict[str, object] = {}
     for key, value in document.items():
+        if str(fields[key].type).startswith("tuple"):  # a list of codes, e.g. xid_benign_codes
+            if not isinstance(value, list) or not all(
+                isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value
+            ):
+                raise ThresholdsError(f"{path}: {key} must be a list of non-negative whole "
+                                      f"numbers, not {value!r}")  # fmt: skip
+            values[key] = tuple(value)
+            continue
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
             raise ThresholdsError(f"{path}: {key} must be a non-negative number, not {value!r}")
         values[key] = int(value) if fields[key].type == "int" else float(value)

@@ -9,18 +9,29 @@ from typing import Any, TypeVar
 from gpuval.catalog.catalog import GpuModel, identify_gpu
 from gpuval.catalog.systems import detect_system, find_system
 from gpuval.evidence.model import (
+    BeforeAfter,
     Declared,
     GpuNvlinks,
     GpuPcie,
     HostEvidence,
+    HostHealth,
     IbPortState,
     Interface,
     Parsed,
     RunEvidence,
     Topology,
+    pci_key,
 )
 from gpuval.records.bandwidth import AllReduceBenchRun, NvbandwidthRun
 from gpuval.records.collective_bench import CollectiveBenchRun
+from gpuval.records.health import (
+    DcgmDiagRun,
+    GemmBurnRun,
+    KernelLogRun,
+    KernelModulesRun,
+    SysfsInfinibandRun,
+    SysfsPciRun,
+)
 from gpuval.records.interfaces import NetInterfacesRun
 from gpuval.records.nccl import NcclDevice, NcclRun
 from gpuval.records.network import InfinibandRun
@@ -29,7 +40,7 @@ from gpuval.records.p2p import P2PRun
 from gpuval.records.software import SoftwareVersionRun
 from gpuval.records.topology import AmdTopologyRun, TopologyRun
 from gpuval.runfolder import RawFile, RunFolder
-from gpuval.steps import pair_step
+from gpuval.steps import AFTER_SUFFIX, HEALTH_PHASE, pair_step
 
 R = TypeVar("R")
 
@@ -276,6 +287,47 @@ def _versions(files: list[RawFile]) -> dict[str, str]:
     return {key: value for key, value in found.items() if value}
 
 
+# --- Node health: each probe paired before/after; the capture after the benchmarks is the step
+# of the same name with AFTER_SUFFIX (the preflight's nvidia-smi-query, the health phase's
+# nvidia-smi-query-after).
+
+
+def _before_after(files: list[RawFile], kind: type[R]) -> BeforeAfter[R]:
+    before = [f for f in files if not f.step.endswith(AFTER_SUFFIX)]
+    after = [f for f in files if f.step.endswith(AFTER_SUFFIX)]
+    return BeforeAfter(next(runs_of(before, kind), None), next(runs_of(after, kind), None))
+
+
+def _with_health(parsed: Parsed[NvidiaSmiRun] | None) -> Parsed[NvidiaSmiRun] | None:
+    """Only the forms that print the health fields (-q text, -q -x XML) count."""
+    if parsed is None or not any(gpu.health is not None for gpu in parsed.record.gpus):
+        return None
+    return parsed
+
+
+def _host_health(files: list[RawFile]) -> HostHealth:
+    smi_files = [f for f in files if f.parse and f.parse.tool in ("nvidia-smi-xml", "nvidia-smi-q")]
+    smi = _before_after(smi_files, NvidiaSmiRun)
+    names = {
+        key: f"GPU{gpu.index if gpu.index is not None else i}"
+        for parsed in runs_of(files, NvidiaSmiRun)
+        for i, gpu in enumerate(parsed.record.gpus)
+        if (key := pci_key(gpu.pci_bus_id))
+    }
+    return HostHealth(
+        ran=any(f.sidecar is not None and f.sidecar.phase == HEALTH_PHASE for f in files),
+        steps=frozenset(f.step for f in files),
+        kernel_log=_before_after(files, KernelLogRun),
+        smi=BeforeAfter(_with_health(smi.before), _with_health(smi.after)),
+        infiniband=_before_after(files, SysfsInfinibandRun),
+        pci=_before_after(files, SysfsPciRun),
+        modules=next(runs_of(files, KernelModulesRun), None),
+        dcgm=list(runs_of(files, DcgmDiagRun)),
+        burn=list(runs_of(files, GemmBurnRun)),
+        gpu_names_by_pci=names,
+    )
+
+
 def _host(folder: RunFolder, name: str, reachable: bool, superseded: set[str]) -> HostEvidence:
     files = [f for f in folder.files if f.host == name]
     judged = [f for f in files if f.path not in superseded]
@@ -308,6 +360,7 @@ def _host(folder: RunFolder, name: str, reachable: bool, superseded: set[str]) -
         all_reduce_bench=list(runs_of(files, AllReduceBenchRun)),
         p2p=list(runs_of(files, P2PRun)),
         nvbandwidth=list(runs_of(files, NvbandwidthRun)),
+        health=_host_health(files),
     )
 
 

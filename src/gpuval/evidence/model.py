@@ -13,8 +13,16 @@ from gpuval.catalog.catalog import GpuModel
 from gpuval.catalog.network import Port
 from gpuval.catalog.systems import System
 from gpuval.records.bandwidth import AllReduceBenchRun, NvbandwidthRun
+from gpuval.records.health import (
+    DcgmDiagRun,
+    GemmBurnRun,
+    KernelLogRun,
+    KernelModulesRun,
+    SysfsInfinibandRun,
+    SysfsPciRun,
+)
 from gpuval.records.nccl import NcclRun
-from gpuval.records.nvidia_smi import NvLinkState, PcieLink
+from gpuval.records.nvidia_smi import NvidiaSmiRun, NvLinkState, PcieLink
 from gpuval.records.p2p import P2PRun
 from gpuval.runfolder import RawFile, RunFolder
 
@@ -136,6 +144,60 @@ class HostFacts:
     system: str | None = None  # the catalog system (board) judged against
 
 
+# --- Node health: passive probes before and after the benchmarks, active checks -------------
+
+
+@dataclass(frozen=True)
+class BeforeAfter(Generic[R]):
+    """A probe captured before the benchmarks and again after them (either may be missing)."""
+
+    before: Parsed[R] | None = None
+    after: Parsed[R] | None = None
+
+    @property
+    def latest(self) -> Parsed[R] | None:
+        return self.after or self.before
+
+
+@dataclass
+class HostHealth:
+    """The health outputs of one host. `ran`: the health phase left a step on this host, so a
+    passive probe that left no step at all is missing evidence rather than a phase that never
+    ran; `steps`: the host's step names (a skipped or failed probe still has its step)."""
+
+    ran: bool = False
+    steps: frozenset[str] = frozenset()
+    kernel_log: BeforeAfter[KernelLogRun] = field(default_factory=BeforeAfter)
+    smi: BeforeAfter[NvidiaSmiRun] = field(default_factory=BeforeAfter)  # -q / -q -x forms
+    infiniband: BeforeAfter[SysfsInfinibandRun] = field(default_factory=BeforeAfter)
+    pci: BeforeAfter[SysfsPciRun] = field(default_factory=BeforeAfter)
+    modules: Parsed[KernelModulesRun] | None = None
+    dcgm: list[Parsed[DcgmDiagRun]] = field(default_factory=list)
+    burn: list[Parsed[GemmBurnRun]] = field(default_factory=list)
+    gpu_names_by_pci: dict[str, str] = field(default_factory=dict)  # pci_key -> "GPU3"
+
+    def gpu_name(self, pci: str | None) -> str:
+        """'GPU3 (0000:3b:00)' for a PCI address nvidia-smi listed, else the address."""
+        key = pci_key(pci)
+        name = self.gpu_names_by_pci.get(key or "")
+        return f"{name} ({key})" if name else f"the GPU at {pci}" if pci else "the GPU"
+
+
+def pci_key(address: str | None) -> str | None:
+    """'00000000:3B:00.0' (nvidia-smi), 'PCI:0000:3b:00' (Xid) and '0000:3b:00.0' (sysfs) ->
+    '0000:3b:00': domain, bus and device, which is what an Xid line names."""
+    if not address:
+        return None
+    parts = address.lower().removeprefix("pci:").split(":")
+    if len(parts) != 3:
+        return None
+    domain, bus, device = parts[0], parts[1], parts[2].split(".")[0]
+    try:
+        return f"{int(domain, 16):04x}:{int(bus, 16):02x}:{int(device, 16):02x}"
+    except ValueError:
+        return None
+
+
 @dataclass
 class HostEvidence:
     """Everything judged about one host."""
@@ -160,6 +222,7 @@ class HostEvidence:
     all_reduce_bench: list[Parsed[AllReduceBenchRun]] = field(default_factory=list)
     p2p: list[Parsed[P2PRun]] = field(default_factory=list)
     nvbandwidth: list[Parsed[NvbandwidthRun]] = field(default_factory=list)
+    health: HostHealth = field(default_factory=HostHealth)
 
     @property
     def model(self) -> GpuModel | None:

@@ -5,6 +5,8 @@
   torch here for the tests).
 - mpi_preflight.c: MPI hello + all-to-all + tiny allreduce across all hosts before any long
   benchmark, compiled on the node with mpicc.
+- gemm_burn.py: every GPU multiplies matrices for N seconds (torch), TFLOPS per GPU, the result
+  checked, clocks and temperatures sampled; copied as one file by the health role.
 
 Their outputs are read back on the controller by `gpuval.parsers.gpuval_bench`.
 """

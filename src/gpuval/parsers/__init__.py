@@ -30,6 +30,11 @@ PARSER_MODULES = (
     "gpuval_bench",
     "software_versions",
     "sysfs_net",
+    "kernel_log",
+    "sysfs_infiniband",
+    "sysfs_pci",
+    "kernel_modules",
+    "dcgm_diag",
 )
 
 

@@ -10,6 +10,9 @@
   or `FAILED: ...`. Launcher failures that name a host (ssh cannot resolve or connect, an
   OpenMPI TCP connection or daemon that failed, a rank killed on a node) are kept as problems,
   so a preflight that never started still names the host to look at.
+- gpuval-gemm-burn: one line of JSON with `"tool": "gpuval-gemm-burn"` (nodebench/gemm_burn.py):
+  TFLOPS, the correctness check and clock/temperature samples per GPU, or the reason the burn
+  could not run.
 """
 
 from __future__ import annotations
@@ -28,28 +31,35 @@ from gpuval.records.collective_bench import (
     MpiProblem,
     MpiRank,
 )
+from gpuval.records.health import BurnGpu, BurnSample, GemmBurnRun
 
 BENCH_TOOL = "gpuval-allreduce-bench"
 PREFLIGHT_TOOL = "mpi-preflight"
-TOOLS = (BENCH_TOOL, PREFLIGHT_TOOL)
+BURN_TOOL = "gpuval-gemm-burn"
+TOOLS = (BENCH_TOOL, PREFLIGHT_TOOL, BURN_TOOL)
 SCHEMA_VERSION = 1
 
 _BENCH_MARKER = f'"tool": "{BENCH_TOOL}"'
 _PREFLIGHT_MARKER = "gpuval-mpi-preflight"
+_BURN_MARKER = f'"tool": "{BURN_TOOL}"'
 
 
 def detect(text: str) -> tuple[str, int] | None:
     if _BENCH_MARKER in text:
         return BENCH_TOOL, 95
+    if _BURN_MARKER in text:
+        return BURN_TOOL, 95
     if _PREFLIGHT_MARKER in text:
         return PREFLIGHT_TOOL, 95
     return None
 
 
 def parse(text: str, source: str | None = None, tool: str | None = None) -> ParseResult:
-    if tool == PREFLIGHT_TOOL or (tool is None and _BENCH_MARKER not in text and
-                                  _PREFLIGHT_MARKER in text):  # fmt: skip
+    tool = tool or (detect(text) or (BENCH_TOOL, 0))[0]
+    if tool == PREFLIGHT_TOOL:
         return parse_preflight(text, source)
+    if tool == BURN_TOOL:
+        return parse_burn(text, source)
     return parse_bench(text, source)
 
 
@@ -137,23 +147,31 @@ def _bench_run(document: dict[str, Any], line: int, result: ParseResult) -> Coll
     return run
 
 
-def parse_bench(text: str, source: str | None = None) -> ParseResult:
-    result = ParseResult(tool=BENCH_TOOL, source=source)
-    lines = list(iter_lines(text))
+def json_documents(lines: list[Line], tool: str, result: ParseResult) -> list[tuple[Any, int]]:
+    """Each line's JSON object naming `tool`, with its line number; a broken one is an error."""
+    found = []
     for line in lines:
         # From the first brace: any launcher prefix before it ("[default0]:") is not ours.
         stripped = line.text[line.text.find("{") :].strip()
-        if not stripped.startswith("{") or f'"{BENCH_TOOL}"' not in stripped:
+        if not stripped.startswith("{") or f'"{tool}"' not in stripped:
             continue
         try:
             document = json.loads(stripped)
         except json.JSONDecodeError as problem:
-            result.error(f"benchmark JSON cut short or malformed: {problem.msg}", line.number)
+            result.error(f"{tool} JSON cut short or malformed: {problem.msg}", line.number)
             continue
         if not isinstance(document, dict):
-            result.error("benchmark JSON is not an object", line.number)
+            result.error(f"{tool} JSON is not an object", line.number)
             continue
-        result.runs.append(_bench_run(document, line.number, result))
+        found.append((document, line.number))
+    return found
+
+
+def parse_bench(text: str, source: str | None = None) -> ParseResult:
+    result = ParseResult(tool=BENCH_TOOL, source=source)
+    lines = list(iter_lines(text))
+    for document, number in json_documents(lines, BENCH_TOOL, result):
+        result.runs.append(_bench_run(document, number, result))
     if not result.runs and not result.errors:
         result.error(
             f"no {BENCH_TOOL} JSON document found: the benchmark did not finish "
@@ -254,4 +272,75 @@ def parse_preflight(text: str, source: str | None = None) -> ParseResult:
     elif not run.complete:
         result.error("the preflight did not finish: no final OK or FAILED line")
     result.runs.append(run)
+    return result
+
+
+# ------------------------------------------------------------------ GEMM burn
+
+
+def _burn_sample(entry: Any) -> BurnSample | None:
+    if not isinstance(entry, dict) or _number(entry.get("elapsed_s")) is None:
+        return None
+    return BurnSample(
+        elapsed_s=_number(entry.get("elapsed_s")) or 0.0,
+        sm_clock_mhz=_number(entry.get("sm_clock_mhz")),
+        temperature_c=_number(entry.get("temperature_c")),
+        power_w=_number(entry.get("power_w")),
+        throttle=_strings(entry.get("throttle")),
+    )
+
+
+def _burn_gpu(entry: Any, line: int, result: ParseResult) -> BurnGpu | None:
+    index = _integer(entry.get("index")) if isinstance(entry, dict) else None
+    if index is None or not isinstance(entry, dict):
+        result.error(f"a GPU entry without its index: {str(entry)[:60]!r}", line)
+        return None
+    correct = entry.get("correct")
+    samples = entry.get("samples")
+    gpu = BurnGpu(
+        index=index,
+        name=_string(entry.get("name")),
+        pci_bus_id=_string(entry.get("pci_bus_id")),
+        tflops=_number(entry.get("tflops")),
+        iterations=_integer(entry.get("iterations")),
+        seconds=_number(entry.get("seconds")),
+        max_abs_error=_number(entry.get("max_abs_error")),
+        correct=correct if isinstance(correct, bool) else None,
+        mismatches=_integer(entry.get("mismatches")),
+        error=_string(entry.get("error")),
+        samples=[s for s in map(_burn_sample, samples if isinstance(samples, list) else []) if s],
+    )
+    if gpu.error is None and (gpu.tflops is None or gpu.correct is None):
+        result.error(f"GPU {index}: no TFLOPS or no correctness verdict", line)
+    return gpu
+
+
+def parse_burn(text: str, source: str | None = None) -> ParseResult:
+    result = ParseResult(tool=BURN_TOOL, source=source)
+    for document, number in json_documents(list(iter_lines(text)), BURN_TOOL, result):
+        version = _integer(document.get("schema_version"))
+        if version != SCHEMA_VERSION:
+            result.warn(f"schema_version {version} (expected {SCHEMA_VERSION})", number)
+        entries = document.get("gpus")
+        entries = entries if isinstance(entries, list) else []
+        gpus = [_burn_gpu(entry, number, result) for entry in entries]
+        run = GemmBurnRun(
+            schema_version=version,
+            dtype=_string(document.get("dtype")),
+            matrix_size=_integer(document.get("matrix_size")),
+            seconds_requested=_number(document.get("seconds_requested")),
+            device_type=_string(document.get("device_type")),
+            torch_version=_string(document.get("torch_version")),
+            cuda_version=_string(document.get("cuda_version")),
+            sampler=_string(document.get("sampler")),
+            gpus=[g for g in gpus if g is not None],
+            error=_string(document.get("error")),
+        )
+        if run.error:
+            result.error(f"the burn did not run: {run.error}", number)
+        elif not run.gpus:
+            result.error("the burn lists no GPU (nothing measured)", number)
+        result.runs.append(run)
+    if not result.runs and not result.errors:
+        result.error(f"no {BURN_TOOL} JSON document found: the burn did not finish")
     return result

@@ -13,6 +13,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
+from gpuval.checks.health import suggested_action
 from gpuval.checks.model import STATUS_ORDER, Check, Expectation
 from gpuval.checks.pairs import KINDS, reference_name
 from gpuval.checks.thresholds import DEFAULTS, Thresholds
@@ -26,6 +27,7 @@ from gpuval.report.summary import (
     Outlier,
     PairNode,
     host_rows,
+    node_health,
     outliers,
     pair_links,
     pair_nodes,
@@ -44,7 +46,14 @@ MAX_OPEN_PASSES = 60
 MAX_OPEN_HOST_ROWS = 20
 MAX_DIAGNOSTICS = 500
 MAX_HOSTS_NAMED = 6
-PHASE_ORDER = ("preflight", "mpi-preflight", "intranode", "internode", "network")  # as run
+PHASE_ORDER = (
+    "preflight",
+    "mpi-preflight",
+    "intranode",
+    "internode",
+    "network",
+    "health",
+)  # as run
 
 FACT_FIELDS = (
     ("gpu_model", "GPU model"),
@@ -392,6 +401,11 @@ def build_context(results: RunResults, thresholds: Thresholds = DEFAULTS) -> dic
     shown, folded = split_host_rows(rows, found)
     metrics = list(rows[0].metrics) if rows else []
     diagnostics = run_diagnostics(results)
+    health_subjects, health_rows = node_health(results)
+    # Many hosts: the healthy ones fold away under those with something to say.
+    health_open = [r for r in health_rows if r.status != "pass"]
+    if len(health_rows) <= MAX_OPEN_HOST_ROWS:
+        health_open = health_rows
     return {
         "results": results,
         "statuses": STATUS_ORDER,
@@ -414,6 +428,9 @@ def build_context(results: RunResults, thresholds: Thresholds = DEFAULTS) -> dic
         "large_message": charts.format_bytes(thresholds.large_message_min_bytes),
         "p2p": p2p,
         "pairs": _pairs_section(results, chart_set),
+        "health_subjects": health_subjects,
+        "health_shown": health_open,
+        "health_folded": [r for r in health_rows if r not in health_open],
         "pair_low_fraction": thresholds.pair_low_fraction,
         "topology": _topology_groups(results),
         "topo_legend": TOPO_LEGEND,
@@ -446,6 +463,7 @@ def _environment() -> jinja2.Environment:
         name_hosts=name_hosts,
         plotly_js=plotly_js,
         reference_name=reference_name,
+        suggested_action=suggested_action,
     )
     return env
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
+from gpuval.checks.health import suggested_action
 from gpuval.checks.model import CLUSTER, Check
 from gpuval.checks.pairs import reference_name
 from gpuval.report.summary import host_names, sort_checks, status_counts
@@ -33,6 +34,8 @@ def _details(check: Check) -> str:
         f"{reference_name(check)}: {check.reference} {check.unit or ''}".rstrip(),
         f"source: {check.source}",
     ]
+    if action := suggested_action(check):
+        parts.append(f"action: {action}")
     return xml_text("\n".join(parts))
 
 

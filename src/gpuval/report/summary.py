@@ -10,6 +10,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from gpuval.checks.health import HEALTH_SUBJECTS, health_subject, suggested_action
 from gpuval.checks.model import CLUSTER, STATUS_ORDER, Check, Status, worst
 from gpuval.checks.thresholds import DEFAULTS, Thresholds
 from gpuval.records.base import Diagnostic, to_jsonable
@@ -191,7 +192,64 @@ def _check_entry(check: Check) -> dict[str, Any]:
         "measured": check.measured,
         "reference": check.reference,
         "unit": check.unit,
+        "action": suggested_action(check),
     }
+
+
+@dataclass(frozen=True)
+class HealthCell:
+    """The worst check of one node health subject on one host: what was found, where, and
+    what to do; `checks` is how many checks the cell stands for."""
+
+    status: Status
+    check_id: str
+    reason: str
+    source: str | None
+    action: str | None
+    checks: int
+
+
+@dataclass(frozen=True)
+class HealthRow:
+    host: str
+    status: Status
+    cells: dict[str, HealthCell | None]  # subject -> worst check, None: nothing judged
+
+
+def node_health(results: RunResults) -> tuple[list[tuple[str, str]], list[HealthRow]]:
+    """The node health table: the subjects some host has a check of (key, title), and per host
+    the worst check of each subject, worst hosts first."""
+    grouped: dict[tuple[str, str], list[Check]] = {}
+    for check in results.checks:
+        subject = health_subject(check.check_id)
+        if subject and check.host != CLUSTER:
+            grouped.setdefault((check.host, subject), []).append(check)
+    subjects = [(key, title) for key, title in HEALTH_SUBJECTS
+                if any(s == key for _, s in grouped)]  # fmt: skip
+    rows = []
+    for host in host_names(results):
+        cells: dict[str, HealthCell | None] = {}
+        for key, _ in subjects:
+            checks = sort_checks(grouped.get((host, key), []))
+            cells[key] = HealthCell(checks[0].status, checks[0].check_id, checks[0].reason,
+                                    checks[0].source, suggested_action(checks[0]),
+                                    len(checks)) if checks else None  # fmt: skip
+        judged = [c.status for c in cells.values() if c]
+        if judged:
+            rows.append(HealthRow(host, worst(judged), cells))
+    return subjects, sorted(rows, key=lambda r: STATUS_RANK[r.status])
+
+
+def _health_summary(results: RunResults) -> dict[str, Any]:
+    subjects, rows = node_health(results)
+    return {
+        "subjects": [{"key": key, "title": title} for key, title in subjects],
+        "hosts": [
+            {"host": r.host, "status": r.status,
+             "cells": {k: to_jsonable(c) for k, c in r.cells.items()}}
+            for r in rows
+        ],
+    }  # fmt: skip
 
 
 def build_summary(results: RunResults, thresholds: Thresholds = DEFAULTS) -> dict[str, Any]:
@@ -224,6 +282,7 @@ def build_summary(results: RunResults, thresholds: Thresholds = DEFAULTS) -> dic
         else None,
         "outliers": [to_jsonable(o) for o in outliers(rows, thresholds)],
         "pairs": _pair_summary(results),
+        "node_health": _health_summary(results),
         "diagnostics": {
             "errors": sum(d.level == "error" for d in diagnostics),
             "warnings": sum(d.level == "warning" for d in diagnostics),

@@ -1,0 +1,167 @@
+"""Node health outputs: the kernel log's Xid/SXid events, the RDMA adapters' sysfs counters, PCIe
+links and AER counters from sysfs, the loaded kernel modules, DCGM diagnostics and the GEMM burn
+(schemas: run-kernel-log, run-sysfs-infiniband, run-sysfs-pci, run-kernel-modules,
+run-dcgmi-diag, run-gpuval-gemm-burn)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class KernelEvent:
+    """One line of the kernel log that reports a GPU or NVSwitch problem."""
+
+    kind: str  # "xid" (NVRM: Xid), "sxid" (nvidia-nvswitchN: SXid), "off-bus" (fell off the bus)
+    code: int | None  # the Xid / SXid number; 79 for an off-bus line
+    device: str | None  # PCI address as printed ("0000:3b:00"), or None
+    message: str  # what follows the code on the line
+    line: int
+    timestamp: str | None = None  # as printed
+    # ISO-8601 with its UTC offset, when the line's time has one (journalctl -o short-iso,
+    # dmesg --time-format iso); None for dmesg -T / syslog times (local, zone unknown).
+    time_iso: str | None = None
+    uptime_s: float | None = None  # dmesg's "[ 5107.644336]": seconds since boot
+    switch: str | None = None  # SXid: "nvidia-nvswitch3"
+    severity: str | None = None  # SXid: "fatal" / "non-fatal" as the line says
+
+
+@dataclass
+class KernelLogRun:
+    format: str  # "iso", "dmesg-ctime", "syslog", "dmesg", "plain": how the lines are dated
+    line_count: int
+    events: list[KernelEvent] = field(default_factory=list)
+    first_timestamp: str | None = None
+    last_timestamp: str | None = None
+
+
+@dataclass
+class IbSysfsPort:
+    port: int
+    state: str | None = None  # "ACTIVE" from "4: ACTIVE"
+    physical_state: str | None = None  # "LinkUp" from "5: LinkUp"
+    rate_gbit: float | None = None  # from "400 Gb/sec (4X NDR)"
+    link_layer: str | None = None
+    # counters/<name> (the IB PMA port counters) and hw_counters/<name> (driver counters);
+    # None where sysfs prints "N/A (no PMA)".
+    counters: dict[str, int | None] = field(default_factory=dict)
+    hw_counters: dict[str, int | None] = field(default_factory=dict)
+    line: int | None = None  # first line naming the port
+
+
+@dataclass
+class IbSysfsDevice:
+    name: str  # "mlx5_0"
+    fw_ver: str | None = None
+    board_id: str | None = None
+    hca_type: str | None = None
+    ports: list[IbSysfsPort] = field(default_factory=list)
+    line: int | None = None
+
+
+@dataclass
+class SysfsInfinibandRun:
+    devices: list[IbSysfsDevice] = field(default_factory=list)
+
+
+@dataclass
+class PciDevice:
+    """One /sys/bus/pci/devices/<address>: its class, link and AER counters."""
+
+    address: str  # "0000:3b:00.0"
+    class_code: str | None = None  # "0x030200"
+    vendor: str | None = None  # "0x10de"
+    device: str | None = None
+    current_speed_gts: float | None = None  # "32.0 GT/s PCIe"
+    max_speed_gts: float | None = None
+    current_width: int | None = None
+    max_width: int | None = None
+    # aer_dev_correctable / aer_dev_fatal / aer_dev_nonfatal: "correctable" etc. -> name -> count
+    aer: dict[str, dict[str, int]] = field(default_factory=dict)
+    line: int | None = None
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.vendor == "0x10de" and (self.class_code or "").startswith(("0x0300", "0x0302"))
+
+    @property
+    def is_rdma_nic(self) -> bool:
+        """A network or InfiniBand controller (class 02xx) from Mellanox/NVIDIA networking."""
+        return self.vendor == "0x15b3" and (self.class_code or "").startswith("0x02")
+
+
+@dataclass
+class SysfsPciRun:
+    devices: list[PciDevice] = field(default_factory=list)
+
+
+@dataclass
+class KernelModulesRun:
+    """`/proc/modules` or `lsmod`: the loaded modules, by name."""
+
+    modules: list[str] = field(default_factory=list)
+
+
+@dataclass
+class DcgmResult:
+    entity: str  # "GPU0", "All"
+    status: str  # "Pass", "Fail", "Warn", "Skip", as printed
+    warnings: list[str] = field(default_factory=list)
+    error_ids: list[int] = field(default_factory=list)
+
+
+@dataclass
+class DcgmTest:
+    category: str | None
+    name: str
+    status: str | None  # 4.x test_summary status, else the worst of its results
+    results: list[DcgmResult] = field(default_factory=list)
+    info: list[str] = field(default_factory=list)
+
+
+@dataclass
+class DcgmDiagRun:
+    dcgm_version: str | None = None
+    driver_version: str | None = None
+    runtime_error: str | None = None
+    tests: list[DcgmTest] = field(default_factory=list)
+
+
+@dataclass
+class BurnSample:
+    """Clocks, temperature and throttling of one GPU at one moment of the burn."""
+
+    elapsed_s: float
+    sm_clock_mhz: float | None = None
+    temperature_c: float | None = None
+    power_w: float | None = None
+    throttle: list[str] = field(default_factory=list)  # active slowdown reasons by name
+
+
+@dataclass
+class BurnGpu:
+    index: int
+    name: str | None = None
+    pci_bus_id: str | None = None
+    tflops: float | None = None  # over the whole burn
+    iterations: int | None = None
+    seconds: float | None = None
+    max_abs_error: float | None = None  # of the checked product against its reference
+    correct: bool | None = None
+    mismatches: int | None = None  # consistency checks whose product differed from the first
+    error: str | None = None  # why the GPU could not be burnt
+    samples: list[BurnSample] = field(default_factory=list)
+
+
+@dataclass
+class GemmBurnRun:
+    schema_version: int | None
+    dtype: str | None
+    matrix_size: int | None
+    seconds_requested: float | None
+    device_type: str | None  # "cuda" or "cpu"
+    torch_version: str | None = None
+    cuda_version: str | None = None
+    sampler: str | None = None  # "nvml", "nvidia-smi" or None (not sampled)
+    gpus: list[BurnGpu] = field(default_factory=list)
+    error: str | None = None  # the run as a whole failed (no GPU, torch without CUDA...)

@@ -1,0 +1,389 @@
+"""The node health checks on run folders written the way the health role writes them: real
+outputs of a healthy H100 (tests/data/device) pass; each fault (taken from published outputs, or
+the real outputs with one field changed as the fault would change it) fails or warns with its
+evidence line and an action. Expected verdicts follow NVIDIA's Xid catalog and memory error
+management guide, the IBA counter definitions and the thresholds' documented reasoning."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from gpuval.checks import judge_run
+from gpuval.checks.health import health_subject, suggested_action
+from gpuval.checks.model import Check
+from gpuval.checks.thresholds import DEFAULTS, Thresholds
+from gpuval.evidence import build_evidence
+from gpuval.runfolder import read_run_folder
+
+TESTS = Path(__file__).resolve().parents[1]
+DEVICE = TESTS / "data" / "device" / "h100-x1-2026-11-22"
+OUTPUTS = TESTS / "data" / "outputs"
+XML = (DEVICE / "nvidia-smi-q-x.xml").read_text()
+CAPTURED = "2026-11-22T20:00:00+00:00"
+
+
+class RunFolder:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def step(self, host: str, name: str, text: str, tool: str, phase: str = "health",
+             ext: str = "txt", started: str = CAPTURED) -> None:  # fmt: skip
+        folder = self.root / "raw" / host
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{name}.{ext}").write_text(text)
+        (folder / f"{name}.meta.json").write_text(json.dumps({
+            "schema_version": 1, "name": name, "host": host, "phase": phase,
+            "raw": f"{name}.{ext}", "command": name, "exit_code": 0, "tool": tool,
+            "started_at": started,
+        }))  # fmt: skip
+
+    def healthy(self, host: str, xml: str = XML) -> None:
+        """What the health role leaves on a healthy node: the preflight's -q -x, the passive
+        probes before the benchmarks and again after them."""
+        self.step(host, "nvidia-smi-query", xml, "nvidia-smi-xml", "preflight", "xml")
+        self.step(host, "nvidia-smi-query-after", xml, "nvidia-smi-xml", ext="xml")
+        for name in ("health-kernel-log", "health-kernel-log-after"):
+            self.step(host, name, (DEVICE / "dmesg.txt").read_text(), "kernel-log")
+        for name in ("health-pci", "health-pci-after"):
+            self.step(host, name, (DEVICE / "sysfs-pci-links.txt").read_text(), "sysfs-pci")
+
+    def checks(self, thresholds: Thresholds = DEFAULTS) -> list[Check]:
+        return judge_run(build_evidence(read_run_folder(self.root)), thresholds).checks
+
+    def health(self, host: str = "node1", thresholds: Thresholds = DEFAULTS) -> dict[str, Check]:
+        return {c.check_id: c for c in self.checks(thresholds)
+                if c.host == host and c.category == "health"}  # fmt: skip
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> RunFolder:
+    return RunFolder(tmp_path / "run")
+
+
+def changed(xml: str, element: str, value: str) -> str:
+    """The real XML with the first <element> of the GPU set to `value`."""
+    new, count = re.subn(rf"<{element}>[^<]*</{element}>", f"<{element}>{value}</{element}>",
+                         xml, count=1)  # fmt: skip
+    assert count == 1, element
+    return new
+
+
+def test_a_healthy_real_h100_passes_every_health_check(run: RunFolder) -> None:
+    run.healthy("node1")
+    health = run.health()
+    assert set(health) == {"health.xid", "health.memory", "health.clocks", "health.pcie"}
+    assert {c.status for c in health.values()} == {"pass"}
+    assert "358 kernel log lines" in health["health.xid"].reason
+    assert all(c.action is None for c in health.values())
+
+
+def test_xid79_an_hour_ago_fails_naming_the_gpu_and_the_action(run: RunFolder) -> None:
+    run.healthy("node1")
+    line = ("2026-11-22T19:00:00+00:00 node1 kernel: NVRM: Xid (PCI:0000:00:06): 79, pid=0, "
+            "GPU has fallen off the bus.\n")  # fmt: skip
+    run.step("node1", "health-kernel-log-after", line, "kernel-log")
+    check = run.health()["health.xid.0000:00:06"]
+    assert check.status == "fail"
+    assert check.measured == "Xid 79 (ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS)"
+    assert "GPU0 (0000:00:06)" in check.reason and "1.0 h before the log was read" in check.reason
+    assert check.source == "raw/node1/health-kernel-log-after.txt:1"
+    assert check.action and "power-cycle" in check.action and "GPU0 (0000:00:06)" in check.action
+
+
+def test_a_hardware_xid_older_than_the_window_warns(run: RunFolder) -> None:
+    run.healthy("node1")
+    line = "2026-11-19T20:00:00+00:00 NVRM: Xid (PCI:0000:00:06): 48, pid=1, DBE\n"
+    run.step("node1", "health-kernel-log-after", line, "kernel-log")
+    check = run.health()["health.xid.0000:00:06"]
+    assert check.status == "warn" and "72.0 h" in check.reason and "older than 24 h" in check.reason
+    wider = Thresholds(xid_window_hours=96)
+    assert run.health(thresholds=wider)["health.xid.0000:00:06"].status == "fail"
+
+
+def test_published_journal_xid79_without_zone_is_judged_as_current(run: RunFolder) -> None:
+    run.healthy("node1")
+    text = OUTPUTS / "kernel-log" / "open-gpu-kernel-modules-1151-journal-xid79-cut.txt"
+    run.step("node1", "health-kernel-log-after", text.read_text(), "kernel-log")
+    health = run.health()
+    check = health["health.xid.0000:2b:00"]
+    assert check.status == "fail" and "time zone unknown: judged as current" in check.reason
+    assert "the GPU at 0000:2b:00" in check.reason  # not a GPU nvidia-smi lists
+    # The driver's own off-bus line for the same GPU is the same event, not a second one.
+    assert "Xid 79 x1" in check.reason and "Xid 79 x2" not in check.reason
+
+
+def test_application_xids_warn_and_a_ctxsw_timeout_on_the_same_gpu_fails(run: RunFolder) -> None:
+    run.healthy("node1")
+    app = OUTPUTS / "kernel-log" / "akash-support-244-dmesg-T-xid-43-31-94-cut.txt"
+    run.step("node1", "health-kernel-log-after", app.read_text(), "kernel-log")
+    health = run.health()
+    # 31 (MMU fault) and 94 (contained ECC): RESTART_APP; 43: IGNORE.
+    assert health["health.xid.0000:00:07"].status == "warn"
+    assert health["health.xid.0000:00:08"].status == "warn"
+    assert health["health.xid.0000:00:05"].status == "pass"
+    run.step("node1", "health-kernel-log-after",
+             (OUTPUTS / "kernel-log" / "gpud-pr46-dmesg-ctime-xid-13-109-peermem.txt").read_text(),
+             "kernel-log")  # fmt: skip
+    check = run.health()["health.xid.0000:cb:00"]
+    assert check.status == "fail" and check.measured.startswith("Xid 109")
+    assert "Xid 13 x3, Xid 109 x1" in check.reason
+
+
+def test_fatal_sxid_fails_per_switch_and_non_fatal_warns(run: RunFolder) -> None:
+    run.healthy("node1")
+    text = (OUTPUTS / "kernel-log" / "menthos-dataset-sxid-fatal-nonfatal-xid64.txt").read_text()
+    run.step("node1", "health-kernel-log-after", text, "kernel-log")
+    health = run.health()
+    assert health["health.xid.nvidia-nvswitch0"].status == "fail"
+    assert "nvidia-fabricmanager" in (health["health.xid.nvidia-nvswitch0"].action or "")
+    assert health["health.xid.nvidia-nvswitch4"].status == "warn"
+    assert health["health.xid.0000:0f:00"].status == "fail"  # Xid 64: remapping failed
+
+
+def test_known_benign_codes_are_configurable(run: RunFolder) -> None:
+    run.healthy("node1")
+    text = (OUTPUTS / "kernel-log" / "akash-support-244-dmesg-T-xid-43-31-94-cut.txt").read_text()
+    run.step("node1", "health-kernel-log-after", text, "kernel-log")
+    benign = Thresholds(xid_benign_codes=(31, 94))
+    health = run.health(thresholds=benign)
+    assert {health[f"health.xid.0000:00:0{n}"].status for n in (5, 7, 8)} == {"pass"}
+    assert "configured as benign" in health["health.xid.0000:00:07"].reason
+
+
+def test_pending_row_remap_fails_with_a_reset_of_that_gpu(run: RunFolder) -> None:
+    pending = XML.replace("<remapped_row_pending>No</remapped_row_pending>",
+                          "<remapped_row_pending>Yes</remapped_row_pending>")  # fmt: skip
+    assert pending != XML
+    run.healthy("node1", pending)
+    check = run.health()["health.memory"]
+    assert check.status == "fail" and "GPU0 row remap pending" in check.reason
+    assert (
+        check.action == "reset GPU0 (nvidia-smi -r -i 0) while it is idle to apply the "
+        "pending row remap"
+    )
+
+
+def test_ecc_disabled_on_an_hbm_gpu_fails_and_uncorrectable_errors_fail(run: RunFolder) -> None:
+    off = changed(XML, "current_ecc", "Disabled")
+    run.healthy("node1", off)
+    check = run.health()["health.memory"]
+    assert check.status == "fail" and "ECC disabled" in check.reason
+    assert "nvidia-smi -i 0 -e 1" in (check.action or "")
+    # The first dram_uncorrectable of the XML is the volatile count (since the driver loaded).
+    run.healthy("node1", changed(XML, "dram_uncorrectable", "2"))
+    check = run.health()["health.memory"]
+    assert check.status == "fail"
+    assert check.reason == "GPU0 2 uncorrectable ECC error(s) since the driver loaded"
+
+
+def test_hw_slowdown_active_fails_and_power_cap_below_default_warns(run: RunFolder) -> None:
+    slow = XML.replace("<clocks_event_reason_hw_slowdown>Not Active",
+                       "<clocks_event_reason_hw_slowdown>Active")  # fmt: skip
+    assert slow != XML
+    run.healthy("node1", slow)
+    check = run.health()["health.clocks"]
+    assert check.status == "fail" and "GPU0 hw_slowdown active" in check.reason
+    capped = changed(XML, "current_power_limit", "500.00 W")
+    run.healthy("node1", capped)
+    check = run.health()["health.clocks"]
+    assert check.status == "warn" and "power limit 500 W below its default 700 W" in check.reason
+    assert check.action == "restore it: nvidia-smi -i 0 -pl 700"
+
+
+def test_time_in_thermal_slowdown_during_the_run_fails(run: RunFolder) -> None:
+    run.healthy("node1")
+    after = changed(XML, "clocks_event_reasons_counters_hw_therm_slowdown", "2500000 us")
+    run.step("node1", "nvidia-smi-query-after", after, "nvidia-smi-xml", ext="xml")
+    check = run.health()["health.clocks"]
+    assert check.status == "fail"
+    assert "GPU0 spent 2.5 s in hw_thermal_slowdown during the run" in check.reason
+
+
+IB = "/sys/class/infiniband/mlx5_{n}/ports/1/counters/{name}:{value}\n"
+
+
+def ib_listing(link_downed: int, symbol_error: int = 0) -> str:
+    lines = ["/sys/class/infiniband/mlx5_0/fw_ver:28.39.1002\n"]
+    for n in range(2):
+        lines += [IB.format(n=n, name="link_downed", value=link_downed if n == 1 else 0),
+                  IB.format(n=n, name="symbol_error", value=symbol_error),
+                  IB.format(n=n, name="port_rcv_errors", value=0)]  # fmt: skip
+    return "".join(lines)
+
+
+def test_link_downed_growing_during_the_run_fails_naming_the_port(run: RunFolder) -> None:
+    run.healthy("node1")
+    run.step("node1", "health-ib-sysfs", ib_listing(0), "sysfs-infiniband")
+    run.step("node1", "health-ib-sysfs-after", ib_listing(2), "sysfs-infiniband")
+    check = run.health()["health.network.counters"]
+    assert check.status == "fail"
+    assert check.reason == "mlx5_1 port 1 link_downed 0 -> 2 during the run"
+    assert check.action == "reseat or replace the cable of mlx5_1 port 1; check the switch port"
+
+
+def test_counters_that_did_not_grow_pass_and_saturated_ones_warn(run: RunFolder) -> None:
+    run.healthy("node1")
+    run.step("node1", "health-ib-sysfs", ib_listing(3), "sysfs-infiniband")
+    run.step("node1", "health-ib-sysfs-after", ib_listing(3), "sysfs-infiniband")
+    assert run.health()["health.network.counters"].status == "pass"
+    saturated = OUTPUTS / "sysfs-infiniband" / "SYNTHETIC-mlx5-ndr-saturated-counters.txt"
+    for name in ("health-ib-sysfs", "health-ib-sysfs-after"):
+        run.step("node1", name, saturated.read_text(), "sysfs-infiniband")
+    check = run.health()["health.network.counters"]
+    assert check.status == "warn" and "link_downed saturated at 255" in check.reason
+
+
+def test_one_counter_capture_cannot_judge_growth(run: RunFolder) -> None:
+    run.healthy("node1")
+    run.step("node1", "health-ib-sysfs", ib_listing(0), "sysfs-infiniband")
+    assert run.health()["health.network.counters"].status == "unjudged"
+
+
+def test_nic_links_and_aer_from_sysfs(run: RunFolder) -> None:
+    run.healthy("node1")
+    text = (OUTPUTS / "sysfs-pci" / "SYNTHETIC-gpu-x8-nic-aer-errors.txt").read_text()
+    run.step("node1", "health-pci-after", text, "sysfs-pci")
+    check = run.health()["health.pcie"]
+    assert check.status == "fail"
+    assert "NIC 0000:18:00.0 1 uncorrectable (nonfatal) PCIe error(s)" in check.reason
+    assert "NIC 0000:18:00.0 PCIe link at 16 GT/s of 32" in check.reason
+    # The GPU's width is NVML's to judge (topology.pcie-link) when nvidia-smi printed it.
+    assert "0000:17:00.0" not in check.reason
+
+
+def test_dcgm_failure_is_named_per_gpu(run: RunFolder) -> None:
+    run.healthy("node1")
+    text = (OUTPUTS / "dcgmi-diag" / "SYNTHETIC-4.2.3-r2-memory-fail-gpu2.json").read_text()
+    run.step("node1", "health-dcgm-diag", text, "dcgmi-diag", ext="json")
+    check = run.health()["health.dcgm"]
+    assert check.status == "fail" and check.reason.startswith("memory: Fail on GPU2 (A memory")
+    assert check.action == "drain the node; run dcgmi diag -r 3 again on GPU2, RMA what fails twice"
+    passing = (OUTPUTS / "dcgmi-diag" / "SYNTHETIC-4.2.3-r2-4gpu-pass.json").read_text()
+    run.step("node1", "health-dcgm-diag", passing, "dcgmi-diag", ext="json")
+    assert run.health()["health.dcgm"].status == "pass"
+
+
+def burn(tflops: list[float], throttle: str | None = None, correct: bool = True) -> str:
+    gpus = [{"index": i, "name": "NVIDIA H100 80GB HBM3", "tflops": t, "iterations": 100,
+             "seconds": 20.0, "max_abs_error": 0.001, "correct": correct if i == 0 else True,
+             "mismatches": 0 if correct or i else 3, "error": None,
+             "samples": [{"elapsed_s": 5.0, "sm_clock_mhz": 1410, "temperature_c": 87,
+                          "power_w": 700, "throttle": [throttle] if throttle and i == 0 else []}]}
+            for i, t in enumerate(tflops)]  # fmt: skip
+    return json.dumps({"tool": "gpuval-gemm-burn", "schema_version": 1, "dtype": "bf16",
+                       "matrix_size": 8192, "seconds_requested": 20, "device_type": "cuda",
+                       "sampler": "nvml", "gpus": gpus, "error": None})  # fmt: skip
+
+
+def test_gemm_burn_against_the_dense_peak_and_the_siblings(run: RunFolder) -> None:
+    run.healthy("node1")
+    run.step("node1", "health-gemm-burn", burn([700.0, 720.0, 710.0, 560.0]), "gpuval-gemm-burn")
+    health = run.health()
+    # 700 of the H100 SXM's 989.4 dense BF16 TFLOPS: 71 %, healthy (MAMF is 80 %).
+    assert health["health.burn.GPU0"].status == "pass"
+    assert health["health.burn.GPU0"].reference == 989.4
+    # 560 is 79 % of the siblings' median 705: below 0.90 -> warn, above 0.75.
+    assert health["health.burn.GPU3"].status == "warn"
+    assert "79 % of its siblings' median 705" in health["health.burn.GPU3"].reason
+    run.step("node1", "health-gemm-burn", burn([300.0, 310.0]), "gpuval-gemm-burn")
+    check = run.health()["health.burn.GPU0"]
+    assert check.status == "fail" and "30 % of the 989.4 dense bf16 peak" in check.reason
+
+
+def test_gemm_burn_wrong_results_or_hw_slowdown_fail(run: RunFolder) -> None:
+    run.healthy("node1")
+    run.step("node1", "health-gemm-burn", burn([700.0, 700.0], correct=False), "gpuval-gemm-burn")
+    check = run.health()["health.burn.GPU0"]
+    assert check.status == "fail" and "3 product(s) differed from the first" in check.reason
+    run.step("node1", "health-gemm-burn", burn([700.0, 700.0], "hw_thermal_slowdown"),
+             "gpuval-gemm-burn")  # fmt: skip
+    check = run.health()["health.burn.GPU0"]
+    assert check.status == "fail" and "hw_thermal_slowdown at 5 s of the burn" in check.reason
+
+
+def test_a_minority_vbios_across_nodes_is_named(run: RunFolder) -> None:
+    for host in ("node1", "node2", "node3"):
+        xml = changed(XML, "vbios_version", "96.00.99.00.01") if host == "node3" else XML
+        run.healthy(host, xml)
+    checks = [c for c in run.checks() if c.check_id == "health.software.vbios"]
+    failing = {c.host: c.reason for c in checks if c.status == "fail"}
+    assert set(failing) == {"node3", "cluster"}
+    assert "the other hosts' 96.00.DA.00.0C" in failing["node3"]
+
+
+def test_missing_passive_evidence_after_the_health_phase_ran_is_unjudged(run: RunFolder) -> None:
+    run.step("node1", "nvidia-smi-query", XML, "nvidia-smi-xml", "preflight", "xml")
+    run.step("node1", "health-pci", (DEVICE / "sysfs-pci-links.txt").read_text(), "sysfs-pci")
+    assert run.health()["health.xid"].status == "unjudged"
+    # A probe that ran and failed, or was skipped, is its step's check (step.*), not unjudged.
+    folder = run.root / "raw" / "node1"
+    skipped = {
+        "schema_version": 1, "name": "health-kernel-log", "host": "node1", "phase": "health",
+        "raw": None, "command": None, "exit_code": None, "skipped": "dmesg not found",
+    }  # fmt: skip
+    (folder / "health-kernel-log.meta.json").write_text(json.dumps(skipped))
+    checks = {c.check_id: c for c in run.checks() if c.host == "node1"}
+    assert "health.xid" not in checks and checks["step.health-kernel-log"].status == "warn"
+
+
+def test_table_subjects_and_actions_of_other_modules_checks() -> None:
+    assert health_subject("health.xid.0000:3b:00") == "xid"
+    assert health_subject("topology.pcie-link") == "pcie"
+    assert health_subject("nvbandwidth.host_to_device_memcpy_ce") == "bandwidth"
+    assert health_subject("nccl-tests.all_reduce.busbw") is None
+    narrow = Check("topology.pcie-link", "node1", "topology", "fail", "GPU1 at x8")
+    assert "reseat the GPU" in (suggested_action(narrow) or "")
+    fine = Check("topology.pcie-link", "node1", "topology", "pass", "x16")
+    assert suggested_action(fine) is None
+
+
+def test_report_outputs_carry_the_node_health_table(run: RunFolder, tmp_path: Path) -> None:
+    from gpuval.pipeline import report_run
+    from gpuval.schema import validate
+
+    run.healthy("node1")
+    run.healthy("node2")
+    line = "2026-11-22T19:30:00+00:00 NVRM: Xid (PCI:0000:00:06): 79, pid=0, GPU has fallen off\n"
+    run.step("node2", "health-kernel-log-after", line, "kernel-log")
+    out = tmp_path / "out"
+    # nothing benchmarked, but the nodes were inspected: the Xid 79 fails the run
+    assert report_run(run.root, out, quiet=True) == 1
+    summary = json.loads((out / "summary.json").read_text())
+    validate(summary, "summary")
+    table = summary["node_health"]
+    assert [s["key"] for s in table["subjects"]] == ["xid", "memory", "clocks", "pcie"]
+    node2 = next(h for h in table["hosts"] if h["host"] == "node2")
+    assert node2["status"] == "fail" and node2["cells"]["xid"]["status"] == "fail"
+    assert node2["cells"]["xid"]["source"] == "raw/node2/health-kernel-log-after.txt:1"
+    assert "power-cycle" in node2["cells"]["xid"]["action"]
+    assert [h["host"] for h in table["hosts"]] == ["node2", "node1"]  # worst first
+    failing = next(c for c in summary["failing_checks"] if c["host"] == "node2")
+    assert failing["action"] == node2["cells"]["xid"]["action"]
+    assert "action: drain the node and power-cycle it" in (out / "junit.xml").read_text()
+    page = (out / "report.html").read_text()
+    assert '<section id="health">' in page and "Do: drain the node and power-cycle it" in page
+    validate(json.loads((out / "results.json").read_text()), "results")
+
+
+def test_the_real_h100_burn_and_its_readings_after_a_700w_load_pass(run: RunFolder) -> None:
+    """Recorded on the lent H100: 30 s of bf16 at 672 TFLOPS (68 % of the 989.4 dense peak),
+    held at the 700 W power limit from the third second (sw_power_cap: the limit doing its job,
+    not a slowdown), every product correct; nvidia-smi -q -x right after the load, and the
+    kernel log's NVRM lines (no Xid; an FBHUB interrupt cleared at boot)."""
+    after = (DEVICE / "nvidia-smi-q-x-after-burn.xml").read_text()
+    run.healthy("node1", xml=after)
+    run.step("node1", "health-gemm-burn", (DEVICE / "gemm-burn-bf16-30s.json").read_text(),
+             "gpuval-gemm-burn", ext="json")  # fmt: skip
+    run.step("node1", "health-kernel-log-after",
+             (DEVICE / "dmesg-nvidia-lines-after-burn.txt").read_text(), "kernel-log")  # fmt: skip
+    health = run.health()
+    burn_check = health["health.burn.GPU0"]
+    assert burn_check.status == "pass" and burn_check.measured == pytest.approx(672.26, abs=0.01)
+    assert burn_check.reference == 989.4
+    assert {c.status for c in health.values()} == {"pass"}, {
+        k: (c.status, c.reason) for k, c in health.items() if c.status != "pass"
+    }

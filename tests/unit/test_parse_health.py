@@ -1,0 +1,251 @@
+"""Parsers of the node health outputs, on real published outputs (tests/data/outputs/*/README.md)
+and on the variations they show: kernel logs in every dating form, sysfs listings, /proc/modules,
+dcgmi diag -j, the GEMM burn's JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from gpuval.parsers import (
+    dcgm_diag,
+    gpuval_bench,
+    kernel_log,
+    kernel_modules,
+    sysfs_infiniband,
+    sysfs_pci,
+)
+from gpuval.records.base import ParseResult
+from gpuval.records.health import KernelLogRun
+from gpuval.schema import validate
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "outputs"
+
+
+def checked(result: ParseResult) -> ParseResult:
+    validate(result.to_dict(), "parse-result")
+    return result
+
+
+def log(name: str) -> KernelLogRun:
+    result = checked(kernel_log.parse((DATA / "kernel-log" / name).read_text(), source=name))
+    assert not result.errors and not result.warnings
+    run: KernelLogRun = result.runs[0]
+    return run
+
+
+def events(run: KernelLogRun) -> list[tuple[object, ...]]:
+    return [(e.kind, e.code, e.device, e.line) for e in run.events]
+
+
+def test_dmesg_ctime_xids_with_the_prompt_before_and_a_line_cut_mid_way() -> None:
+    run = log("akash-support-244-dmesg-T-xid-43-31-94-cut.txt")
+    assert run.format == "dmesg-ctime" and run.line_count == 13
+    assert events(run) == [
+        ("xid", 43, "0000:00:05", 5), ("xid", 43, "0000:00:05", 6), ("xid", 31, "0000:00:07", 9),
+        ("xid", 94, "0000:00:08", 12),
+    ]  # fmt: skip
+    # dmesg -T prints local time without a zone: kept as printed, never given an offset.
+    assert run.events[3].timestamp == "Fri Aug  9 13:32:56 2024"
+    assert run.events[3].time_iso is None
+    assert run.events[3].message.startswith("pid='<unknown>', name=<unknown>, Contained: SM")
+
+
+def test_journal_lines_xid79_and_the_drivers_off_bus_line() -> None:
+    run = log("open-gpu-kernel-modules-1151-journal-xid79-cut.txt")
+    assert run.format == "syslog"
+    assert events(run) == [("xid", 79, "0000:2b:00", 2), ("off-bus", 79, "0000:2b:00.0", 3)]
+    assert run.events[0].message == "GPU has fallen off the bus."
+
+
+def test_plain_dmesg_dates_by_seconds_since_boot() -> None:
+    run = log("pastebin-jJdbRLSr-dmesg-xid79-driver-375.txt")
+    assert run.format == "dmesg"
+    assert [(e.code, e.uptime_s, e.timestamp) for e in run.events] == [
+        (79, 5107.644336, "5107.644336")
+    ]
+
+
+def test_syslog_with_uptime_an_old_off_bus_line_and_an_xid_without_pci_prefix() -> None:
+    run = log("pastebin-xJaypMZt-syslog-off-bus-xid3.txt")
+    assert events(run) == [("off-bus", 79, "0000:01:00.0", 1), ("xid", 3, "0000:01:00", 6)]
+    assert run.events[1].uptime_s == 269.517039 and run.events[1].timestamp == "Jan 18 11:38:05"
+
+
+def test_sxid_severity_as_the_line_says_and_xid64_among_boot_lines() -> None:
+    run = log("menthos-dataset-sxid-fatal-nonfatal-xid64.txt")
+    sxids = [(e.switch, e.code, e.severity) for e in run.events if e.kind == "sxid"]
+    assert sxids[:4] == [
+        ("nvidia-nvswitch4", 19084, "non-fatal"), ("nvidia-nvswitch0", 20034, "fatal"),
+        ("nvidia-nvswitch0", 20034, "fatal"), ("nvidia-nvswitch2", 10002, None),
+    ]  # fmt: skip
+    assert [(e.code, e.device) for e in run.events if e.kind == "xid"] == [(64, "0000:0f:00")]
+    assert run.line_count == 20 and run.format == "plain"
+
+
+def test_pci_domains_other_than_zero_and_undated_kernel_lines() -> None:
+    assert [e.device for e in log("gpud-pr1174-kmsg-xid-149-145-94-domains.txt").events] == [
+        "0019:01:00", "0000:00:00", "0018:01:00", "0000:9b:00",
+    ]  # fmt: skip
+    run = log("open-gpu-kernel-modules-1150-undated-xid45-after-145-149.txt")
+    assert {e.code for e in run.events} == {45} and len(run.events) == 8
+
+
+def test_a_healthy_nodes_whole_dmesg_has_no_event() -> None:
+    run = log("h100-x1-dmesg-T-580-no-xid.txt")
+    assert run.events == [] and run.line_count == 358
+    assert run.first_timestamp == "Sun Nov 22 19:01:01 2026"
+
+
+def test_iso_times_keep_their_offset_whatever_their_precision() -> None:
+    text = (
+        "2026-09-14T20:30:27-0400 Farttop kernel: NVRM: Xid (PCI:0000:01:00): 79, pid=0, GPU has "
+        "fallen off the bus.\n"
+        "2026-11-22T19:01:01,123456+00:00 NVRM: Xid (PCI:0000:3b:00): 48, pid=1, DBE\n"
+        "192.168.11.119: kern: warning: [2026-04-22T21:27:51.291660856Z]: NVRM: Xid "
+        "(PCI:0000:3b:00): 119, pid=2, Timeout\n"
+    )
+    run = checked(kernel_log.parse(text)).runs[0]
+    assert run.format == "iso"
+    assert [e.time_iso for e in run.events] == [
+        "2026-09-14T20:30:27-04:00", "2026-11-22T19:01:01.123456+00:00",
+        "2026-04-22T21:27:51.291660+00:00",
+    ]  # fmt: skip
+
+
+def test_an_empty_or_unreadable_kernel_log_is_an_error_not_a_clean_log() -> None:
+    assert checked(kernel_log.parse("")).errors
+    result = checked(kernel_log.parse("dmesg: read kernel buffer failed: Operation not permitted"))
+    assert "could not be read" in result.errors[0].message and result.errors[0].line == 1
+
+
+def test_sysfs_infiniband_counters_firmware_and_port_state() -> None:
+    text = (DATA / "sysfs-infiniband" / "SYNTHETIC-mlx5-ndr-saturated-counters.txt").read_text()
+    result = checked(sysfs_infiniband.parse(text))
+    (device,) = result.runs[0].devices
+    assert (device.name, device.fw_ver, device.board_id) == ("mlx5_0", "28.41.1000",
+                                                              "MT_0000000838")  # fmt: skip
+    port = device.ports[0]
+    assert (port.state, port.physical_state, port.rate_gbit, port.link_layer) == (
+        "ACTIVE", "LinkUp", 400.0, "InfiniBand")  # fmt: skip
+    assert port.counters["link_downed"] == 255 and port.counters["port_xmit_discards"] == 65535
+
+
+def test_sysfs_infiniband_without_pma_reads_none_and_warns_on_what_is_not_a_listing() -> None:
+    text = (DATA / "sysfs-infiniband" / "node-exporter-966-i40iw-no-pma-cut.txt").read_text()
+    result = checked(sysfs_infiniband.parse(text))
+    port = result.runs[0].devices[0].ports[0]
+    assert set(port.counters.values()) == {None} and len(port.counters) == 8
+    assert [w.line for w in result.warnings] == [1, 10]  # the quoted command, the cut line
+
+
+def test_sysfs_pci_links_of_a_real_h100_and_aer_counts() -> None:
+    real = checked(sysfs_pci.parse((DATA / "sysfs-pci" / "h100-x1-firecracker-gen5-x16.txt")
+                                   .read_text())).runs[0]  # fmt: skip
+    gpus = [d for d in real.devices if d.is_gpu]
+    assert [(d.address, d.current_speed_gts, d.current_width, d.max_width) for d in gpus] == [
+        ("0000:00:06.0", 32.0, 16, 16)]  # fmt: skip
+    assert len(real.devices) == 7 and not any(d.is_rdma_nic for d in real.devices)
+    text = (DATA / "sysfs-pci" / "SYNTHETIC-gpu-x8-nic-aer-errors.txt").read_text()
+    gpu, nic = checked(sysfs_pci.parse(text)).runs[0].devices
+    assert (gpu.current_width, gpu.max_width, nic.current_speed_gts, nic.max_speed_gts) == (
+        8, 16, 16.0, 32.0)  # fmt: skip
+    assert nic.is_rdma_nic and nic.aer["correctable"]["TOTAL_ERR_COR"] == 22
+    assert nic.aer["nonfatal"]["CmpltTO"] == 1
+
+
+def test_proc_modules_and_lsmod() -> None:
+    text = (DATA / "kernel-modules" / "SYNTHETIC-proc-modules-peermem.txt").read_text()
+    assert "nvidia_peermem" in checked(kernel_modules.parse(text)).runs[0].modules
+    lsmod = "Module                  Size  Used by\nnvidia_peermem         16384  0\n"
+    assert checked(kernel_modules.parse(lsmod)).runs[0].modules == ["nvidia_peermem"]
+    assert kernel_modules.detect(lsmod) == ("kernel-modules", 80)
+
+
+def test_dcgm_4x_failure_named_per_gpu_after_a_status_line() -> None:
+    text = (DATA / "dcgmi-diag" / "SYNTHETIC-4.2.3-r2-memory-fail-gpu2.json").read_text()
+    result = checked(dcgm_diag.parse(text))
+    run = result.runs[0]
+    assert (run.dcgm_version, run.driver_version) == ("4.2.3", "570.148.08")
+    memory = next(t for t in run.tests if t.name == "memory")
+    assert memory.status == "Fail" and memory.category == "Hardware"
+    failed = [r for r in memory.results if r.status == "Fail"]
+    assert [(r.entity, r.error_ids) for r in failed] == [("GPU2", [58])]
+    assert failed[0].warnings[0].startswith("A memory mismatch was detected on GPU 2")
+
+
+def test_dcgm_elided_document_is_an_error_naming_the_line() -> None:
+    text = (DATA / "dcgmi-diag" / "dcgm-issue139-3.3.1-r3-elided.json").read_text()
+    result = checked(dcgm_diag.parse(text))
+    assert not result.runs and result.errors[0].line == 6
+
+
+def test_dcgm_3x_results_without_summary_take_their_worst_status() -> None:
+    document = {"DCGM GPU Diagnostic": {"test_categories": [{"category": "Hardware", "tests": [
+        {"name": "GPU Memory", "results": [{"gpu_id": "0", "status": "Pass"},
+                                           {"gpu_id": "1", "status": "Fail",
+                                            "warnings": [{"warning": "bad", "error_id": 58}]}]}]}],
+        "version": "3.3.1"}}  # fmt: skip
+    run = checked(dcgm_diag.parse(json.dumps(document))).runs[0]
+    assert run.tests[0].status == "Fail" and run.dcgm_version == "3.3.1"
+    assert [r.entity for r in run.tests[0].results] == ["GPU0", "GPU1"]
+
+
+def test_dcgm_runtime_error_and_text_output_are_errors() -> None:
+    result = checked(dcgm_diag.parse('{"DCGM Diagnostic": {"runtime_error": "no GPU"}}'))
+    assert result.errors and result.runs[0].runtime_error == "no GPU"
+    assert checked(dcgm_diag.parse("Error: unable to connect to host engine")).errors
+
+
+def test_gemm_burn_document_and_a_burn_that_could_not_run() -> None:
+    document = {
+        "tool": "gpuval-gemm-burn", "schema_version": 1, "dtype": "bf16", "matrix_size": 8192,
+        "seconds_requested": 20, "device_type": "cuda", "torch_version": "2.13.0",
+        "cuda_version": "13.0", "sampler": "nvidia-smi", "error": None,
+        "gpus": [{"index": 0, "name": "NVIDIA H100 80GB HBM3", "pci_bus_id": "00000000:00:06.0",
+                  "tflops": 712.5, "iterations": 1700, "seconds": 20.0, "max_abs_error": 0.002,
+                  "correct": True, "mismatches": 0, "error": None,
+                  "samples": [{"elapsed_s": 1.0, "sm_clock_mhz": 1980, "temperature_c": 55,
+                               "power_w": 690, "throttle": ["sw_power_cap"]}]}],
+    }  # fmt: skip
+    text = "[default0]: " + json.dumps(document) + "\n"
+    assert gpuval_bench.detect(text) == ("gpuval-gemm-burn", 95)
+    result = checked(gpuval_bench.parse(text))
+    (gpu,) = result.runs[0].gpus
+    assert (gpu.tflops, gpu.correct, gpu.samples[0].throttle) == (712.5, True, ["sw_power_cap"])
+    failed = checked(gpuval_bench.parse(json.dumps({
+        "tool": "gpuval-gemm-burn", "schema_version": 1, "gpus": [],
+        "error": "cannot burn: torch was built without CUDA"})))  # fmt: skip
+    assert "torch was built without CUDA" in failed.errors[0].message
+    assert "did not finish" in checked(gpuval_bench.parse("", tool="gpuval-gemm-burn")).errors[
+        0].message  # fmt: skip
+
+
+def as_grep_listing(loop_form: str) -> str:
+    """The loop form's content as `grep -H .` prints the same files."""
+    lines, device, name = [], "", ""
+    for line in loop_form.splitlines():
+        if line.startswith("== "):
+            path, *attributes = line[3:].split()
+            device = path
+            lines += [f"{path}/{key}:{value}" for key, value in (a.split("=") for a in attributes)]
+        elif line.startswith("-- "):
+            name = line[3:]
+        else:
+            lines.append(f"{device}/{name}:{line}")
+    return "\n".join(lines) + "\n"
+
+
+def test_sysfs_pci_grep_form_reads_like_the_loop_form() -> None:
+    loop = (DATA / "sysfs-pci" / "SYNTHETIC-gpu-x8-nic-aer-errors.txt").read_text()
+    grep = checked(sysfs_pci.parse(as_grep_listing(loop)))
+    assert sysfs_pci.detect(as_grep_listing(loop)) == ("sysfs-pci", 85)
+    devices = [(d.address, d.class_code, d.vendor, d.current_width, d.max_width, d.aer)
+               for d in grep.runs[0].devices]  # fmt: skip
+    expected = [(d.address, d.class_code, d.vendor, d.current_width, d.max_width, d.aer)
+                for d in checked(sysfs_pci.parse(loop)).runs[0].devices]  # fmt: skip
+    assert devices == expected and not grep.warnings
+    real = (DATA / "sysfs-pci" / "dev-vm-grep-virtio-no-link.txt").read_text()
+    run = checked(sysfs_pci.parse(real)).runs[0]
+    assert [d.vendor for d in run.devices] == ["0x8086"] + ["0x1af4"] * 5
+    assert not any(d.is_gpu or d.is_rdma_nic or d.current_width for d in run.devices)
