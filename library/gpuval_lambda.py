@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -153,6 +154,11 @@ hosts:
   returned: state present
   type: list
   elements: dict
+group_vars:
+  description: Variables of group gpu_nodes in the written inventory (O(inventory_vars) and ssh
+    options with the run's own known_hosts file).
+  returned: state present
+  type: dict
 inventory:
   description: Path of the written inventory.
   returned: state present
@@ -166,6 +172,15 @@ cost:
   description: What the run cost (per started minute from launch to termination).
   returned: state absent
   type: dict
+seconds_left:
+  description: Seconds left of the run's time-to-live (the instances' watchdog arms with it).
+  returned: state present
+  type: int
+outcome_file:
+  description: The key-free record of this answer in the run folder (C(lambda/plan.json),
+    C(lambda/launch.json) or C(lambda/teardown.json)), for playbooks whose task is C(no_log).
+  returned: always
+  type: str
 error:
   description: What went wrong, in words; also in msg.
   returned: failure
@@ -194,6 +209,84 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "inventory_vars": {"type": "dict", "default": {}},
 }
 LAUNCH_OPTIONS = ["instance_type", "region", "ssh_key_name", "max_spend_usd"]
+# What each state answered, in the run folder: the task that passes the key is no_log, which
+# hides its result, so the playbook reads this (key-free) record to print the plan or the error.
+OUTCOME_FILES = {"planned": "plan.json", "present": "launch.json", "absent": "teardown.json"}
+
+
+def finish(module: AnsibleModule, run_dir: Path, result: dict[str, Any]) -> None:
+    """Write the outcome record, then exit (or fail with its error)."""
+    outcome = run_dir / "lambda" / OUTCOME_FILES[module.params["state"]]
+    outcome.parent.mkdir(parents=True, exist_ok=True)
+    outcome.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    result["outcome_file"] = str(outcome)
+    if "error" in result:
+        module.fail_json(msg=result["error"], **result)
+    module.exit_json(**result)
+
+
+def run(module: AnsibleModule, run_dir: Path, result: dict[str, Any]) -> None:
+    from gpuval.cloud import guard, provision
+    from gpuval.cloud.lambda_api import LambdaApiError, LambdaCloud, api_url_from_environment
+
+    params = module.params
+    if not params["api_key"]:
+        raise LambdaApiError(
+            "no API key: set LAMBDA_API_KEY, or give api_key (from Ansible Vault)",
+            code="global/invalid-api-key",
+        )
+    api_url = params["api_url"] or api_url_from_environment()
+    client = LambdaCloud(params["api_key"], api_url)
+    if params["state"] == "absent":
+        teardown = provision.teardown(
+            client, run_dir, reason="teardown (lambda_teardown.yml)", dry_run=module.check_mode
+        )
+        result |= {
+            "changed": bool(teardown.terminated) and not module.check_mode,
+            "terminated": teardown.terminated,
+            "already_gone": teardown.already_gone,
+            "cost": teardown.cost,
+        }
+        return
+    request = provision.RunRequest(
+        run_id=params["run_id"] or run_dir.name,
+        run_dir=run_dir,
+        instance_type=params["instance_type"],
+        region=params["region"],
+        count=params["count"],
+        ssh_key_name=params["ssh_key_name"],
+        hours=params["hours"],
+        max_spend_usd=params["max_spend_usd"],
+        max_instances=params["max_instances"],
+        name_prefix=params["name_prefix"],
+        active_timeout_s=params["active_timeout_s"],
+        ssh_timeout_s=params["ssh_timeout_s"],
+        poll_s=params["poll_s"],
+        ssh_port=params["ssh_port"],
+    )
+    plan = provision.plan(client, request)
+    result |= {"plan": plan.to_dict(), "plan_lines": plan.lines()}
+    if params["state"] == "planned" or module.check_mode:
+        return
+
+    def start_guard() -> None:
+        result["changed"] = True  # the state file exists from here on
+        if params["guard"]:
+            watched = guard.playbook_process()
+            result["guard_pid"] = guard.start_guard(
+                run_dir, api_key=params["api_key"], api_url=api_url, watch_pid=watched
+            )
+            result["guard_watches"] = watched
+
+    instances = provision.launch(client, request, on_recorded=start_guard)
+    group_vars = provision.inventory_group_vars(run_dir, params["inventory_vars"])
+    inventory = provision.write_inventory(run_dir, instances, group_vars)
+    result |= {
+        "hosts": [{"name": i.name, **provision.host_variables(i)} for i in instances],
+        "group_vars": group_vars,
+        "inventory": str(inventory),
+        "seconds_left": provision.seconds_left(run_dir),
+    }
 
 
 def main() -> None:
@@ -202,75 +295,24 @@ def main() -> None:
         required_if=[("state", "planned", LAUNCH_OPTIONS), ("state", "present", LAUNCH_OPTIONS)],
         supports_check_mode=True,
     )
+    run_dir = Path(module.params["run_dir"]).resolve()
+    result: dict[str, Any] = {"changed": False, "check_mode": module.check_mode}
     try:
-        from gpuval.cloud import guard, provision
         from gpuval.cloud.cost import PlanRefused
-        from gpuval.cloud.lambda_api import DEFAULT_API_URL, LambdaApiError, LambdaCloud
-        from gpuval.cloud.state import StateError, state_path
+        from gpuval.cloud.lambda_api import LambdaApiError
+        from gpuval.cloud.provision import ProvisionError
+        from gpuval.cloud.state import StateError
     except ImportError as problem:
-        module.fail_json(
-            msg=f"cannot import gpuval ({problem}): run the module with the Python that has "
-            "gpuval installed (ansible_python_interpreter: '{{ ansible_playbook_python }}')"
+        result["error"] = (
+            f"cannot import gpuval ({problem}): run the module with the Python that has gpuval "
+            "installed (ansible_python_interpreter: '{{ ansible_playbook_python }}')"
         )
-    params = module.params
-    run_dir = Path(params["run_dir"]).resolve()
-    api_url = params["api_url"] or DEFAULT_API_URL
-    result: dict[str, Any] = {"changed": False, "state_file": str(state_path(run_dir))}
+        finish(module, run_dir, result)
     try:
-        if not params["api_key"]:
-            raise LambdaApiError(
-                "no API key: set LAMBDA_API_KEY, or give api_key (from Ansible Vault)",
-                code="global/invalid-api-key",
-            )
-        client = LambdaCloud(params["api_key"], api_url)
-        if params["state"] == "absent":
-            teardown = provision.teardown(
-                client, run_dir, reason="teardown (lambda_teardown.yml)", dry_run=module.check_mode
-            )
-            result |= {
-                "changed": bool(teardown.terminated),
-                "terminated": teardown.terminated,
-                "already_gone": teardown.already_gone,
-                "cost": teardown.cost,
-            }
-            module.exit_json(**result)
-        request = provision.RunRequest(
-            run_id=params["run_id"] or run_dir.name,
-            run_dir=run_dir,
-            instance_type=params["instance_type"],
-            region=params["region"],
-            count=params["count"],
-            ssh_key_name=params["ssh_key_name"],
-            hours=params["hours"],
-            max_spend_usd=params["max_spend_usd"],
-            max_instances=params["max_instances"],
-            name_prefix=params["name_prefix"],
-            active_timeout_s=params["active_timeout_s"],
-            ssh_timeout_s=params["ssh_timeout_s"],
-            poll_s=params["poll_s"],
-            ssh_port=params["ssh_port"],
-        )
-        plan = provision.plan(client, request)
-        result |= {"plan": plan.to_dict(), "plan_lines": plan.lines()}
-        if params["state"] == "planned" or module.check_mode:
-            module.exit_json(**result)
-
-        def start_guard() -> None:
-            if params["guard"]:
-                watched = guard.playbook_process()
-                result["guard_pid"] = guard.start_guard(
-                    run_dir, api_key=params["api_key"], api_url=api_url, watch_pid=watched
-                )
-                result["guard_watches"] = watched
-
-        instances = provision.launch(client, request, on_recorded=start_guard)
-        inventory = provision.write_inventory(run_dir, instances, params["inventory_vars"])
-        hosts = [{"name": i.name, **provision.host_variables(i)} for i in instances]
-        result |= {"changed": True, "hosts": hosts, "inventory": str(inventory)}
-        module.exit_json(**result)
-    except (LambdaApiError, PlanRefused, provision.ProvisionError, StateError) as problem:
-        result["changed"] = state_path(run_dir).exists() and params["state"] != "planned"
-        module.fail_json(msg=str(problem), error=str(problem), **result)
+        run(module, run_dir, result)
+    except (LambdaApiError, PlanRefused, ProvisionError, StateError) as problem:
+        result["error"] = str(problem)
+    finish(module, run_dir, result)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ from gpuval.cloud.lambda_api import (
 from gpuval.cloud.provision import (
     ProvisionError,
     RunRequest,
+    inventory_group_vars,
     launch,
     teardown,
     write_inventory,
@@ -208,7 +209,8 @@ def test_launch_records_waits_and_writes_an_inventory(
     state = read_state(request.state_file)
     assert [i.id for i in state.instances] == [i.id for i in instances]
     assert state.plan["total_usd"] == pytest.approx(107.76)
-    inventory = write_inventory(request.run_dir, instances, {"ansible_user": "ubuntu"})
+    group_vars = inventory_group_vars(request.run_dir, {"ansible_user": "ubuntu"})
+    inventory = write_inventory(request.run_dir, instances, group_vars)
     text = inventory.read_text()
     document = json.loads(text[text.index("{") :])
     host = document["gpu_nodes"]["hosts"]["gpuval-20261122T120000Z-2"]
@@ -217,6 +219,11 @@ def test_launch_records_waits_and_writes_an_inventory(
     assert host["gpuval_gpus_per_node"] == 8
     assert host["gpuval_gpu_model"] == "H100 (80 GB SXM5)"
     assert document["gpu_nodes"]["vars"]["ansible_user"] == "ubuntu"
+    known_hosts = request.run_dir / "lambda" / "known_hosts"
+    assert (
+        f"UserKnownHostsFile={known_hosts}"
+        in document["gpu_nodes"]["vars"]["ansible_ssh_common_args"]
+    )
 
 
 def test_no_capacity_launches_nothing(
@@ -309,7 +316,7 @@ def test_the_key_is_in_no_file_of_the_run(
 ) -> None:
     request = request_for(tmp_path, ssh_port)
     instances = launch(client_of(cloud), request)
-    write_inventory(request.run_dir, instances, {})
+    write_inventory(request.run_dir, instances, inventory_group_vars(request.run_dir, {}))
     teardown(client_of(cloud), request.run_dir, reason="done")
     written = [p for p in request.run_dir.rglob("*") if p.is_file()]
     assert len(written) >= 3

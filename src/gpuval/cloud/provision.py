@@ -4,7 +4,8 @@
     request = RunRequest(run_id=..., run_dir=..., instance_type="gpu_8x_h100_sxm5", ...)
     print("\\n".join(plan(client, request).lines()))      # refuses what the limits forbid
     instances = launch(client, request)                  # active and answering on ssh
-    write_inventory(request.run_dir, instances, {"ansible_user": "ubuntu"})
+    group_vars = inventory_group_vars(request.run_dir, {"ansible_user": "ubuntu"})
+    write_inventory(request.run_dir, instances, group_vars)
     ...benchmark...
     teardown(client, request.run_dir, reason="run finished")
 
@@ -170,6 +171,12 @@ def launch(
             raise
         gone = ", ".join(result.terminated) or "nothing had been launched"
         raise ProvisionError(f"{problem}; terminated what this launch started: {gone}") from None
+
+
+def seconds_left(run_dir: Path) -> int:
+    """Seconds until the run's deadline (its time-to-live), 0 once passed or when it has none."""
+    deadline = read_state(state_path(run_dir)).deadline
+    return max(0, round(seconds_between(now_iso(), deadline))) if deadline else 0
 
 
 def _record_launch(path: Path, launched: LaunchedInstance) -> None:
@@ -383,19 +390,24 @@ def host_variables(instance: Instance) -> dict[str, Any]:
     return variables
 
 
-def write_inventory(
-    run_dir: Path, instances: Sequence[Instance], group_variables: Mapping[str, Any]
-) -> Path:
-    """reports/<run-id>/lambda/inventory.yml: group gpu_nodes with the run's instances."""
+def inventory_group_vars(run_dir: Path, extra: Mapping[str, Any]) -> dict[str, Any]:
+    """Variables of group gpu_nodes for the run's instances: `extra` (user, key...) plus ssh
+    options. Lambda reuses public addresses between customers: a per-run known_hosts file keeps
+    this run's host keys apart from the user's own."""
     known_hosts = run_dir / STATE_DIR / "known_hosts"
     known_hosts.touch()
-    # Lambda reuses public addresses between customers: a per-run known_hosts file keeps this
-    # run's host keys apart from the user's own.
     common = f"-o UserKnownHostsFile={known_hosts} -o StrictHostKeyChecking=accept-new"
+    return {"ansible_ssh_common_args": common, **extra}
+
+
+def write_inventory(
+    run_dir: Path, instances: Sequence[Instance], group_vars: Mapping[str, Any]
+) -> Path:
+    """reports/<run-id>/lambda/inventory.yml: group gpu_nodes with the run's instances."""
     document = {
         "gpu_nodes": {
             "hosts": {i.name: host_variables(i) for i in instances},
-            "vars": {"ansible_ssh_common_args": common, **group_variables},
+            "vars": dict(group_vars),
         }
     }
     path = run_dir / STATE_DIR / INVENTORY_FILE
