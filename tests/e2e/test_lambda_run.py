@@ -1,16 +1,18 @@
 """playbooks/lambda_*.yml end to end against a local stand-in for Lambda's Cloud API
 (tests/fake_lambda_api, on 127.0.0.1), whose "instances" are simulated hosts (tests/simhosts).
 
-1. A whole run, lambda_acceptance.yml through ansible-runner with the key from Ansible Vault: the
-   plan is printed, the second launch is rate-limited and retried, two instances carrying the
-   recorded GPU doubles are benchmarked and reported, then terminated; the recordings' FAIL
-   verdict fails the playbook only after teardown; the cost is recorded; the key appears in no
-   output, runner event, artifact or file.
+1. A whole run: lambda_acceptance.yml through ansible-runner at -vvv, the key from Ansible
+   Vault. The plan is printed, the second launch is rate-limited and retried, two instances
+   carrying the recorded GPU doubles are benchmarked and reported, then terminated; the
+   recordings' FAIL verdict fails the playbook only after teardown; the cost is recorded; the
+   key appears in no output, runner event, artifact or file.
 2. Refusals that launch nothing: no capacity in the region, a plan over the spending limit, a
    wrong key.
 3. A half-failed launch (capacity for one of two): the launched instance is terminated.
-4. Ctrl-C in the middle of the benchmark: the guard terminates the instances.
-5. A lost controller: the instance's watchdog powers it off once its time-to-live has passed.
+4. lambda_teardown.yml: asks first (and without a terminal never gets a yes), then terminates
+   the run's instances and only those.
+5. Ctrl-C in the middle of the benchmark: the guard terminates the instances.
+6. A lost controller: the instance's watchdog powers it off once its time-to-live has passed.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from pathlib import Path
 import ansible_runner
 import pytest
 
+from gpuval.cloud.lambda_api import LambdaCloud
+from gpuval.cloud.state import LaunchedInstance, RunState, now_iso, state_path, write_state
 from tests.e2e.shared import DOUBLES_VARIABLES, REPO, TOOLKIT_VARS, VENV_BIN, install_doubles
 from tests.fake_lambda_api import FakeInstance, FakeLambdaCloud, FakeType, Machine
 from tests.simhosts import faults
@@ -135,7 +139,7 @@ def run_playbook(name: str, variables: dict[str, object], reports: Path) -> Run:
     """With the key in the environment."""
     done = subprocess.run(
         playbook(name, variables), cwd=REPO, env=environment(LAMBDA_API_KEY=KEY),
-        capture_output=True, text=True, check=False,
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False,
     )  # fmt: skip
     return Run(done.returncode, done.stdout + done.stderr, reports, str(variables["gpuval_run_id"]))
 
@@ -194,7 +198,7 @@ def whole_run(tmp_path_factory: pytest.TempPathFactory, toolkits: list[str]) -> 
                 playbook=str(REPO / "playbooks" / "lambda_acceptance.yml"),
                 inventory=str(LAUNCH_INVENTORY), extravars=variables,
                 cmdline=f"--vault-password-file {password} -e @{secrets} --skip-tags {SKIPPED}",
-                envvars=environment(), quiet=True,
+                envvars=environment(), verbosity=3, quiet=True,
             )  # fmt: skip
             output = (private_data / "artifacts" / result.config.ident / "stdout").read_text()
             (work / "ansible.log").write_text(output)  # for a failing test's reader
@@ -265,7 +269,7 @@ def test_the_key_leaks_nowhere(whole_run: WholeRun) -> None:
     assert files_holding(REPO / ".cache", KEY) == []
 
 
-# --- 2. and 3. launches that fail -------------------------------------------------------------
+# --- 2. to 4. launches that fail, and teardown ------------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -338,7 +342,60 @@ def test_failed_launches_never_show_the_key(refusals: dict[str, Run]) -> None:
     assert files_holding(next(iter(refusals.values())).reports, KEY) == []
 
 
-# --- 4. and 5. runs cut short -----------------------------------------------------------------
+@pytest.fixture(scope="module")
+def teardowns(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[list[Run], list[str]]]:
+    """lambda_teardown.yml on a run with one instance in its state file and one only named like
+    the run's, beside another run's and the user's own: first unconfirmed, then confirmed."""
+    reports = tmp_path_factory.mktemp("lambda-teardown") / "reports"
+    with fake_cloud(None, new_type(**{"us-east-1": 4})) as cloud:
+        cloud.free_machines = [Machine("192.0.2.1", "10.0.0.1")] * 4
+        client = LambdaCloud(KEY, cloud.url)
+        ids = {
+            name: client.launch(
+                region="us-east-1", instance_type=H100_4X.name, ssh_key_name=SSH_KEY_NAME, name=name
+            )[0]
+            for name in ["gpuval-td-1", "gpuval-td-2", "gpuval-td-x-1", "my-notebook"]
+        }
+        plan = {"price_cents_per_hour": H100_4X.price_cents_per_hour, "total_usd": 24.72}
+        state = RunState(run_id="td", name_prefix="gpuval-td", plan=plan)
+        state.instances = [LaunchedInstance(ids["gpuval-td-1"], "gpuval-td-1", now_iso())]
+        write_state(state_path(reports / "td"), state)
+        variables: dict[str, object] = {
+            "gpuval_run_id": "td", "gpuval_reports_dir": str(reports),
+            "lambda_cloud_api_url": cloud.url,
+        }  # fmt: skip
+        unconfirmed = run_playbook("lambda_teardown.yml", variables, reports)
+        unconfirmed.output += f"\nlive: {sorted(i.name for i in cloud.live())}"
+        confirmed = run_playbook(
+            "lambda_teardown.yml", variables | {"lambda_cloud_teardown_confirm": False}, reports
+        )
+        yield [unconfirmed, confirmed], sorted(i.name for i in cloud.live())
+
+
+def test_teardown_asks_first(teardowns: tuple[list[Run], list[str]]) -> None:
+    unconfirmed = teardowns[0][0]
+    assert unconfirmed.returncode == 2
+    assert "run td: 2 live instance(s) to terminate: gpuval-td-1, gpuval-td-2" in unconfirmed.output
+    assert "not confirmed: nothing was terminated" in unconfirmed.output
+    assert "live: ['gpuval-td-1', 'gpuval-td-2', 'gpuval-td-x-1', 'my-notebook']" in (
+        unconfirmed.output
+    )
+
+
+def test_teardown_terminates_exactly_the_runs_instances(
+    teardowns: tuple[list[Run], list[str]],
+) -> None:
+    (_, confirmed), live = teardowns
+    assert confirmed.returncode == 0, confirmed.output[-3000:]
+    assert "terminated: gpuval-td-1, gpuval-td-2" in confirmed.output
+    assert live == ["gpuval-td-x-1", "my-notebook"]
+    cost = confirmed.record("cost.json")["cost"]
+    # Two instances alive for under a minute each: one started minute each, $12.36 / 60.
+    assert cost["total_usd"] == pytest.approx(2 * 0.21)  # type: ignore[index]
+    assert "cost $0.42 (planned $24.72)" in confirmed.output
+
+
+# --- 5. and 6. runs cut short -----------------------------------------------------------------
 
 
 def test_ctrl_c_mid_benchmark_still_tears_down(

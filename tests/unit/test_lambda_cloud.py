@@ -226,19 +226,19 @@ def test_launch_records_waits_and_writes_an_inventory(
     )
 
 
-def test_no_capacity_launches_nothing(
-    cloud: FakeLambdaCloud, tmp_path: Path, ssh_port: int
+@pytest.mark.parametrize(
+    ("change", "refusal"),
+    [
+        ({"region": "us-south-1"}, r"no capacity .* nothing was launched"),
+        ({"ssh_key_name": "desktop"}, r"no SSH key named 'desktop' .*keys: laptop"),
+        ({"max_instances": 1}, r"2 instances exceed the limit of 1 .*nothing was launched"),
+    ],
+)
+def test_refused_plans_launch_nothing(
+    cloud: FakeLambdaCloud, tmp_path: Path, ssh_port: int, change: dict[str, object], refusal: str
 ) -> None:
-    with pytest.raises(PlanRefused, match=r"no capacity .* nothing was launched"):
-        launch(client_of(cloud), request_for(tmp_path, ssh_port, region="us-south-1"))
-    assert launches(cloud) == 0
-
-
-def test_an_unknown_ssh_key_launches_nothing(
-    cloud: FakeLambdaCloud, tmp_path: Path, ssh_port: int
-) -> None:
-    with pytest.raises(PlanRefused, match=r"no SSH key named 'desktop' .*keys: laptop"):
-        launch(client_of(cloud), request_for(tmp_path, ssh_port, ssh_key_name="desktop"))
+    with pytest.raises(PlanRefused, match=refusal):
+        launch(client_of(cloud), request_for(tmp_path, ssh_port, **change))
     assert launches(cloud) == 0
 
 

@@ -100,6 +100,7 @@ def check_limits(plan: CostPlan, *, max_usd: float, max_instances: int) -> None:
 
 
 def billed_usd(price_cents_per_hour: int, seconds: float) -> float:
-    """What one instance costs for `seconds` of life, billed by the started minute."""
-    minutes = math.ceil(max(seconds, 0.0) / SECONDS_PER_BILLED_MINUTE)
+    """What one instance costs for `seconds` of life, billed by the started minute: at least one
+    for an instance that was launched at all (times are recorded to the second)."""
+    minutes = max(1, math.ceil(seconds / SECONDS_PER_BILLED_MINUTE))
     return round(price_cents_per_hour * minutes / 60 / 100, 2)

@@ -47,22 +47,23 @@ GIVE_UP_AFTER_S = 3600.0
 PLAYBOOK_COMMANDS = ("ansible-playbook",)
 
 
-def process_start_time(pid: int) -> int | None:
-    """Start time of a live process (clock ticks since boot), None when there is none."""
+def _stat_field(pid: int, number: int) -> int | None:
+    """Field `number` (as proc(5) counts, from 1) of /proc/<pid>/stat; None without a process."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    # Field 22; the command name (field 2) may hold spaces, so count from its closing bracket.
-    return int(stat[stat.rindex(")") + 2 :].split()[19])
+    # The command name (field 2) may hold spaces: count the fields after its closing bracket.
+    return int(stat[stat.rindex(")") + 2 :].split()[number - 3])
+
+
+def process_start_time(pid: int) -> int | None:
+    """Start time of a live process (clock ticks since boot), None when there is none."""
+    return _stat_field(pid, 22)
 
 
 def _parent_pid(pid: int) -> int | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return int(stat[stat.rindex(")") + 2 :].split()[1])
+    return _stat_field(pid, 4)
 
 
 def _runs(pid: int, commands: Sequence[str]) -> bool:
