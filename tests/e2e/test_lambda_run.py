@@ -6,8 +6,8 @@
    carrying the recorded GPU doubles are benchmarked and reported, then terminated; the
    recordings' FAIL verdict fails the playbook only after teardown; the cost is recorded; the
    key appears in no output, runner event, artifact or file.
-2. Refusals that launch nothing: no capacity in the region, a plan over the spending limit, a
-   wrong key.
+2. Refusals that launch nothing: no capacity in the region, a plan over the spending limit, an
+   SSH key the account lacks, a wrong API key.
 3. A half-failed launch (capacity for one of two): the launched instance is terminated.
 4. lambda_teardown.yml: asks first (and without a terminal never gets a yes), then terminates
    the run's instances and only those.
@@ -281,6 +281,7 @@ def refusals(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Run
         cases: dict[str, dict[str, object]] = {
             "no-capacity": {"lambda_cloud_region": "us-west-1"},
             "over-budget": {"lambda_cloud_max_spend_usd": 20},
+            "unknown-ssh-key": {"lambda_cloud_ssh_key_name": "desktop"},
             "wrong-key": {},
             "half-failed": {},
         }
@@ -314,6 +315,13 @@ def test_a_plan_over_the_limit_is_refused(refusals: dict[str, Run]) -> None:
     run = refusals["over-budget"]
     assert run.returncode == 2
     assert "expected cost $24.72 exceeds the limit of $20.00 per run" in run.output
+    assert "launch requests so far: []" in run.output
+
+
+def test_an_ssh_key_the_account_lacks_is_refused(refusals: dict[str, Run]) -> None:
+    run = refusals["unknown-ssh-key"]
+    assert run.returncode == 2
+    assert f"the Lambda account has no SSH key named 'desktop' (keys: {SSH_KEY_NAME})" in run.output
     assert "launch requests so far: []" in run.output
 
 

@@ -8,7 +8,9 @@ terminates the run's instances and records the cost, then exits. A run that tear
 normally marks its state finished, and the guard exits without doing anything.
 
     python -m gpuval.cloud.guard --run-dir reports/<run-id> --watch-pid PID
-(the API key comes from LAMBDA_API_KEY in its environment, never from its command line)
+(the API key comes from LAMBDA_API_KEY in its environment, never from its command line).
+The process is found through /proc (Linux); where there is none, the guard keeps the deadline
+only.
 """
 
 from __future__ import annotations

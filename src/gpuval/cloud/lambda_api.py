@@ -14,7 +14,7 @@ and this client relies on:
 - POST /instance-operations/launch `{region_name, instance_type_name, ssh_key_names: [one],
   name}` -> `{"instance_ids": [...]}`; 400 `instance-operations/launch/insufficient-capacity`,
   `global/quota-exceeded`, `global/invalid-parameters`; 404 `global/object-does-not-exist`
-  (an unknown SSH key or instance type);
+  (a resource the request names was not found);
 - POST /instance-operations/terminate `{instance_ids}` -> `{"terminated_instances": [...]}`;
 - GET /ssh-keys; 401 `global/invalid-api-key`, 403 `global/account-inactive` everywhere;
 - "Requests to the API are generally limited to one request per second. Requests to the
