@@ -45,8 +45,8 @@ test: $(STAMP) system-deps lint ansible-lint syntax-check molecule
 	$(BIN)/pytest -q
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests library
-	$(BIN)/ruff format --check src tests library
+	$(BIN)/ruff check src tests library plugins
+	$(BIN)/ruff format --check src tests library plugins
 	$(BIN)/mypy
 
 ## ansible-lint: production profile over roles, playbooks and molecule scenarios (.ansible-lint)

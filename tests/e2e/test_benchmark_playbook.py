@@ -18,7 +18,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -26,22 +25,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.shared import DOUBLES_VARIABLES, REPO, TOOLKIT_VARS, VENV_BIN, install_doubles
 from tests.simhosts.cluster import Cluster
 from tests.simhosts.fixtures import simulated_hosts
 
 pytestmark = pytest.mark.simhosts
-
-REPO = Path(__file__).resolve().parents[2]
-VENV_BIN = Path(sys.executable).parent
-CUDA_TOOLKIT = "/usr/local/cuda-13.0"
-# NCCL from the nvidia-nccl-cu13 wheel (tests/fixtures/nccl-wheel/setup.sh): with the toolkit,
-# the hosts look like nodes that ship CUDA and NCCL (Lambda Stack), so nothing is downloaded
-# from NVIDIA (unreachable here).
-NCCL_DIR = "/var/tmp/gpuval-test-nccl"
-TOOLKIT_VARS = {"cuda_home": CUDA_TOOLKIT, "nccl_home": NCCL_DIR}
-DOUBLES = REPO / "tests" / "fixtures" / "gpu-doubles"
-DOUBLES_ON_HOST = "/opt/gpuval-doubles"
-DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 @dataclass
@@ -114,16 +102,6 @@ def failing_sources(run: PlaybookRun) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def toolkits() -> list[str]:
-    """Folders bound read-only into every simulated host."""
-    setup = REPO / "tests" / "fixtures" / "nccl-wheel" / "setup.sh"
-    subprocess.run(["bash", str(setup), NCCL_DIR], check=True, env={
-        **os.environ, "PIP": str(VENV_BIN / "pip")
-    })  # fmt: skip
-    return [CUDA_TOOLKIT, NCCL_DIR]
-
-
-@pytest.fixture(scope="module")
 def runs_without_gpu(
     tmp_path_factory: pytest.TempPathFactory, toolkits: list[str]
 ) -> Iterator[list[PlaybookRun]]:
@@ -141,22 +119,10 @@ def runs_with_doubles(
     tmp_path_factory: pytest.TempPathFactory, toolkits: list[str]
 ) -> Iterator[list[PlaybookRun]]:
     work = tmp_path_factory.mktemp("e2e-doubles")
-    subprocess.run([str(DOUBLES / "data.sh"), str(work / "data")], check=True)
     with simulated_hosts(2, name="e2e-doubles", bind_ro=toolkits) as cluster:
-        for host in cluster.hosts:
-            target = host.root / DOUBLES_ON_HOST.lstrip("/")
-            shutil.copytree(DOUBLES / "bin", target / "bin")
-            shutil.copytree(work / "data", target / "data")
+        install_doubles(cluster, work / "data")
         inventory = _inventory_dir(cluster, work / "inventory")
-        doubles = {
-            "gpuval_node_environment": {"PATH": f"{DOUBLES_ON_HOST}/bin:{DEFAULT_PATH}"},
-            "nccl_tests_prebuilt_bin_dir": f"{DOUBLES_ON_HOST}/bin",
-            "cuda_samples_prebuilt_p2p_binary": f"{DOUBLES_ON_HOST}/bin/p2pBandwidthLatencyTest",
-            "bench_intranode_collectives": ["all_reduce"],
-            "bench_internode_collectives": ["all_reduce"],
-            "bench_internode_network_interface": "eth0",
-            "report_fail_on_verdict": [],
-        }
+        doubles = {**DOUBLES_VARIABLES, "report_fail_on_verdict": []}
         first = run_benchmark(inventory, work / "reports", "doubles-1", doubles)
         second = run_benchmark(inventory, work / "reports", "doubles-2", doubles)
         record_timings("benchmark.yml, 2 hosts with recorded GPU outputs", first, second)

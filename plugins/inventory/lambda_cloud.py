@@ -1,0 +1,132 @@
+# Copyright: gpuval contributors
+# Apache License 2.0 (see pyproject.toml)
+"""Ansible inventory plugin: running Lambda Cloud instances as gpuval nodes (thin: the API client
+and the host variables are gpuval.cloud's)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ansible.errors import AnsibleParserError
+from ansible.plugins.inventory import BaseInventoryPlugin, Constructable
+
+DOCUMENTATION = r"""
+---
+name: lambda_cloud
+short_description: Running Lambda Cloud instances as the nodes of a gpuval run
+description:
+  - Lists the active instances of a Lambda Cloud account through Lambda's public Cloud API
+    (U(https://docs-api.lambda.ai/api/cloud)), keeps those matching O(name_prefix), O(regions)
+    and O(instance_types), and puts them in group O(group) (C(gpu_nodes)).
+  - Host names are the instance names (the id when an instance has none). Host variables are
+    C(ansible_host) (public address), C(openmpi_node_address) (private address, for MPI),
+    C(gpuval_gpus_per_node) and C(gpuval_gpu_model) (from the instance type), and
+    C(lambda_instance_id), C(lambda_region), C(lambda_instance_type),
+    C(lambda_price_cents_per_hour).
+  - The configuration file's name must end in C(lambda_cloud.yml) or C(lambda_cloud.yaml).
+  - Needs the gpuval package in the Python that runs Ansible.
+extends_documentation_fragment:
+  - constructed
+options:
+  plugin:
+    description: C(lambda_cloud), or C(gpuval.cluster.lambda_cloud) from the collection.
+    required: true
+    type: str
+  api_key:
+    description:
+      - Lambda Cloud API key. Leave it out to use C(LAMBDA_API_KEY), or give a vaulted string
+        (C(ansible-vault encrypt_string)); never a plain one in a file.
+    type: str
+    env:
+      - name: LAMBDA_API_KEY
+  api_url:
+    description: API base URL.
+    type: str
+    default: https://cloud.lambda.ai/api/v1
+    env:
+      - name: GPUVAL_LAMBDA_API_URL
+  name_prefix:
+    description:
+      - Keep instances whose name starts with this, e.g. C(gpuval-), or C(gpuval-<run-id>-)
+        for the instances of one run.
+    type: str
+    default: ""
+  regions:
+    description: Keep instances in these regions (empty, all).
+    type: list
+    elements: str
+    default: []
+  instance_types:
+    description: Keep instances of these types (empty, all).
+    type: list
+    elements: str
+    default: []
+  group:
+    description: Group of the kept instances.
+    type: str
+    default: gpu_nodes
+"""
+
+EXAMPLES = r"""
+# inventory/lambda.lambda_cloud.yml, then:
+#   LAMBDA_API_KEY=... ansible-playbook -i inventory/lambda.lambda_cloud.yml playbooks/benchmark.yml
+plugin: lambda_cloud
+name_prefix: gpuval-
+regions: [us-east-1]
+instance_types: [gpu_8x_h100_sxm5]
+compose:
+  ansible_user: "'ubuntu'"
+"""
+
+
+class InventoryModule(BaseInventoryPlugin, Constructable):  # type: ignore[misc]
+    NAME = "lambda_cloud"
+
+    def verify_file(self, path: str) -> bool:
+        return bool(super().verify_file(path)) and path.endswith(
+            ("lambda_cloud.yml", "lambda_cloud.yaml")
+        )
+
+    def parse(self, inventory: Any, loader: Any, path: str, cache: bool = True) -> None:
+        super().parse(inventory, loader, path, cache)
+        self._read_config_data(path)
+        try:
+            from gpuval.cloud.lambda_api import LambdaApiError, LambdaCloud
+            from gpuval.cloud.provision import host_variables
+        except ImportError as problem:
+            raise AnsibleParserError(
+                f"{path}: cannot import gpuval ({problem}): run Ansible from the Python that has "
+                "gpuval installed (the repository's .venv)"
+            ) from None
+        key = self.get_option("api_key")
+        if not key:
+            raise AnsibleParserError(
+                f"{path}: no Lambda API key: set LAMBDA_API_KEY or give api_key (vaulted)"
+            )
+        try:
+            instances = LambdaCloud(str(key), self.get_option("api_url")).instances()
+        except LambdaApiError as problem:
+            raise AnsibleParserError(f"{path}: {problem}") from None
+        prefix = self.get_option("name_prefix")
+        regions = set(self.get_option("regions"))
+        types = set(self.get_option("instance_types"))
+        group = self.get_option("group")
+        strict = self.get_option("strict")
+        self.inventory.add_group(group)
+        for instance in instances:
+            kind = instance.instance_type.name if instance.instance_type else None
+            if (
+                instance.status != "active"
+                or not instance.name.startswith(prefix)
+                or (regions and instance.region not in regions)
+                or (types and kind not in types)
+            ):
+                continue
+            host = instance.name or instance.id
+            self.inventory.add_host(host, group=group)
+            variables = host_variables(instance)
+            for name, value in variables.items():
+                self.inventory.set_variable(host, name, value)
+            self._set_composite_vars(self.get_option("compose"), variables, host, strict=strict)
+            self._add_host_to_composed_groups(self.get_option("groups"), variables, host, strict)
+            self._add_host_to_keyed_groups(self.get_option("keyed_groups"), variables, host, strict)

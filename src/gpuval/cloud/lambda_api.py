@@ -1,0 +1,346 @@
+"""A client for the part of Lambda's public Cloud API that gpuval uses.
+
+Source: the Lambda Cloud API reference, https://docs-api.lambda.ai/api/cloud (OpenAPI document
+"Lambda Cloud API" 1.8.3; guide: https://docs.lambda.ai/public-cloud/cloud-api/). What it says
+and this client relies on:
+
+- base URL https://cloud.lambda.ai/api/v1; the key goes in `Authorization: Bearer <key>`;
+- success bodies are `{"data": ...}`, failures `{"error": {"code", "message", "suggestion"?}}`,
+  and only `code` is stable ("avoid relying on the values of message or suggestion");
+- GET /instance-types: `{name: {"instance_type": {..., "price_cents_per_hour", "specs":
+  {"gpus", ...}}, "regions_with_capacity_available": [{"name", "description"}]}}`;
+- GET /instances, GET /instances/{id}: instances with `status` (booting, active, unhealthy,
+  terminating, terminated, preempted), `ip` (public) and `private_ip`;
+- POST /instance-operations/launch `{region_name, instance_type_name, ssh_key_names: [one],
+  name}` -> `{"instance_ids": [...]}`; 400 `instance-operations/launch/insufficient-capacity`,
+  `global/quota-exceeded`, `global/invalid-parameters`; 404 `global/object-does-not-exist`
+  (a resource the request names was not found);
+- POST /instance-operations/terminate `{instance_ids}` -> `{"terminated_instances": [...]}`;
+- GET /ssh-keys; 401 `global/invalid-api-key`, 403 `global/account-inactive` everywhere;
+- "Requests to the API are generally limited to one request per second. Requests to the
+  /instance-operations/launch endpoint are limited to one request per 12 seconds". The shape of
+  the refusal is not documented: it is taken to be HTTP 429 (a `Retry-After` header is honoured
+  when present), retried with exponential backoff.
+
+The key is never part of a message, a repr or an exception raised here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+DEFAULT_API_URL = "https://cloud.lambda.ai/api/v1"
+API_KEY_ENV = "LAMBDA_API_KEY"
+# Points gpuval at another endpoint (the tests' local server); the documented one otherwise.
+API_URL_ENV = "GPUVAL_LAMBDA_API_URL"
+
+HTTP_RATE_LIMITED = 429
+CODE_INVALID_KEY = "global/invalid-api-key"
+CODE_NOT_FOUND = "global/object-does-not-exist"
+CODE_NO_CAPACITY = "instance-operations/launch/insufficient-capacity"
+CODE_QUOTA = "global/quota-exceeded"
+CODE_RATE_LIMITED = "gpuval/rate-limited"
+CODE_UNREACHABLE = "gpuval/unreachable"
+CODE_BAD_RESPONSE = "gpuval/unexpected-response"
+# Statuses of an instance that is (or will be) billed: not yet gone.
+LIVE_STATUSES = frozenset({"booting", "active", "unhealthy", "terminating"})
+MASK = "********"
+
+
+class LambdaApiError(Exception):
+    """A refused or failed API call: the API's error code, its message and what to do."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str,
+        status: int | None = None,
+        suggestion: str | None = None,
+        retry_after_s: float | None = None,
+    ) -> None:
+        self.message = message
+        self.code = code
+        self.status = status
+        self.suggestion = suggestion
+        self.retry_after_s = retry_after_s
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = f"HTTP {self.status}, " if self.status is not None else ""
+        hint = f"; {self.suggestion}" if self.suggestion else ""
+        return f"Lambda Cloud API: {self.message} ({where}{self.code}){hint}"
+
+    @property
+    def transient(self) -> bool:
+        """Worth retrying an idempotent call: unreachable, a server error, a provider hiccup."""
+        return (
+            self.code == CODE_UNREACHABLE
+            or self.code.startswith("provider/")
+            or (self.status is not None and self.status >= 500)
+        )
+
+
+@dataclass(frozen=True)
+class InstanceType:
+    name: str
+    description: str
+    gpu_description: str
+    price_cents_per_hour: int
+    gpus: int
+
+
+@dataclass(frozen=True)
+class Offer:
+    """An instance type as offered now: its price and the regions with capacity for it."""
+
+    instance_type: InstanceType
+    regions_with_capacity: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Instance:
+    id: str
+    name: str
+    status: str
+    ip: str | None
+    private_ip: str | None
+    region: str | None
+    instance_type: InstanceType | None
+
+    @property
+    def live(self) -> bool:
+        return self.status in LIVE_STATUSES
+
+
+def _bad_response(what: str) -> LambdaApiError:
+    return LambdaApiError(f"unexpected response: {what}", code=CODE_BAD_RESPONSE)
+
+
+def _mapping(value: object, what: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise _bad_response(f"{what} is not an object")
+    return value
+
+
+def _text(document: Mapping[str, Any], key: str) -> str | None:
+    value = document.get(key)
+    return value if isinstance(value, str) and value else None
+
+
+def _instance_type(document: object) -> InstanceType:
+    fields = _mapping(document, "instance_type")
+    specs = fields.get("specs")
+    gpus = specs.get("gpus") if isinstance(specs, Mapping) else None
+    price = fields.get("price_cents_per_hour")
+    name = _text(fields, "name")
+    # Older API versions printed the price as a string ("80"): accepted when it is a whole number.
+    if isinstance(price, str) and price.isdigit():
+        price = int(price)
+    if name is None or not isinstance(price, int) or isinstance(price, bool):
+        raise _bad_response("an instance type without a name or a price in cents")
+    return InstanceType(
+        name=name,
+        description=_text(fields, "description") or name,
+        gpu_description=_text(fields, "gpu_description") or "",
+        price_cents_per_hour=price,
+        gpus=gpus if isinstance(gpus, int) and not isinstance(gpus, bool) else 0,
+    )
+
+
+def _region_name(document: object) -> str | None:
+    return _text(document, "name") if isinstance(document, Mapping) else None
+
+
+def parse_instance(document: object) -> Instance:
+    fields = _mapping(document, "instance")
+    identifier, status = _text(fields, "id"), _text(fields, "status")
+    if identifier is None or status is None:
+        raise _bad_response("an instance without an id or a status")
+    kind = fields.get("instance_type")
+    return Instance(
+        id=identifier,
+        name=_text(fields, "name") or "",
+        status=status,
+        ip=_text(fields, "ip"),
+        private_ip=_text(fields, "private_ip"),
+        region=_region_name(fields.get("region")),
+        instance_type=_instance_type(kind) if kind is not None else None,
+    )
+
+
+def parse_offers(document: object) -> dict[str, Offer]:
+    offers = {}
+    for name, entry in _mapping(document, "instance types").items():
+        fields = _mapping(entry, f"instance type {name}")
+        regions = fields.get("regions_with_capacity_available") or []
+        if not isinstance(regions, list):
+            raise _bad_response(f"regions of {name} are not a list")
+        available = tuple(r for r in map(_region_name, regions) if r)
+        offers[str(name)] = Offer(_instance_type(fields.get("instance_type")), available)
+    return offers
+
+
+def api_key_from_environment(environment: Mapping[str, str] = os.environ) -> str:
+    key = environment.get(API_KEY_ENV, "").strip()
+    if not key:
+        raise LambdaApiError(
+            f"no API key: set {API_KEY_ENV} (or give lambda_api_key from Ansible Vault)",
+            code=CODE_INVALID_KEY,
+            suggestion="create one at https://cloud.lambda.ai/api-keys",
+        )
+    return key
+
+
+def api_url_from_environment(environment: Mapping[str, str] = os.environ) -> str:
+    return environment.get(API_URL_ENV, "").strip() or DEFAULT_API_URL
+
+
+class LambdaCloud:
+    """Calls to the API, retried with exponential backoff when rate-limited (any call) or on a
+    transient failure (calls that are safe to repeat: everything but launch)."""
+
+    def __init__(
+        self,
+        api_key: str,
+        base_url: str = DEFAULT_API_URL,
+        *,
+        timeout_s: float = 30.0,
+        attempts: int = 6,
+        backoff_s: float = 2.0,
+        max_backoff_s: float = 60.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if not api_key:
+            raise LambdaApiError("the API key is empty", code=CODE_INVALID_KEY)
+        self._api_key = api_key
+        self.base_url = base_url.rstrip("/")
+        self.timeout_s = timeout_s
+        self.attempts = max(1, attempts)
+        self.backoff_s = backoff_s
+        self.max_backoff_s = max_backoff_s
+        self._sleep = sleep
+
+    def __repr__(self) -> str:
+        return f"LambdaCloud({self.base_url!r})"
+
+    def _scrub(self, text: str) -> str:
+        return text.replace(self._api_key, MASK)
+
+    def _send(self, method: str, path: str, body: object | None) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.base_url + path, data=data, method=method)
+        request.add_header("Authorization", f"Bearer {self._api_key}")
+        request.add_header("Accept", "application/json")
+        if data is not None:
+            request.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                raw = response.read()
+        except urllib.error.HTTPError as refused:
+            raise self._error_of(refused) from None
+        except (urllib.error.URLError, OSError) as problem:
+            reason = getattr(problem, "reason", problem)
+            raise LambdaApiError(
+                self._scrub(f"cannot reach {self.base_url}: {reason}"), code=CODE_UNREACHABLE
+            ) from None
+        try:
+            document = json.loads(raw)
+        except ValueError:
+            raise _bad_response(f"{method} {path} did not answer JSON") from None
+        return _mapping(document, "response").get("data")
+
+    def _error_of(self, refused: urllib.error.HTTPError) -> LambdaApiError:
+        try:
+            document = json.loads(refused.read() or b"{}")
+        except ValueError:
+            document = {}
+        error = document.get("error") if isinstance(document, dict) else None
+        error = error if isinstance(error, dict) else {}
+        retry_after = refused.headers.get("Retry-After", "") if refused.headers else ""
+        return LambdaApiError(
+            self._scrub(str(error.get("message") or refused.reason or "request refused")),
+            code=str(error.get("code") or f"http/{refused.code}"),
+            status=refused.code,
+            suggestion=self._scrub(str(error["suggestion"])) if error.get("suggestion") else None,
+            retry_after_s=float(retry_after) if retry_after.isdigit() else None,
+        )
+
+    def _call(self, method: str, path: str, body: object | None = None, *, repeatable: bool) -> Any:
+        waited = 0.0
+        for attempt in range(1, self.attempts + 1):
+            try:
+                return self._send(method, path, body)
+            except LambdaApiError as problem:
+                limited = problem.status == HTTP_RATE_LIMITED
+                if not (limited or (repeatable and problem.transient)):
+                    raise
+                if attempt == self.attempts:
+                    if limited:
+                        raise LambdaApiError(
+                            f"rate limited: {method} {path} still refused after {attempt} "
+                            f"tries over {waited:.0f} s",
+                            code=CODE_RATE_LIMITED,
+                            status=problem.status,
+                            suggestion="the API allows about one request per second and one "
+                            "launch per 12 seconds; wait a minute and run again",
+                        ) from None
+                    raise
+                delay = problem.retry_after_s or min(
+                    self.backoff_s * 2 ** (attempt - 1), self.max_backoff_s
+                )
+                self._sleep(delay)
+                waited += delay
+        raise AssertionError("unreachable: the loop returns or raises")
+
+    def instance_types(self) -> dict[str, Offer]:
+        return parse_offers(self._call("GET", "/instance-types", repeatable=True))
+
+    def instances(self) -> list[Instance]:
+        listed = self._call("GET", "/instances", repeatable=True)
+        if not isinstance(listed, list):
+            raise _bad_response("the instance list is not a list")
+        return [parse_instance(entry) for entry in listed]
+
+    def instance(self, instance_id: str) -> Instance:
+        return parse_instance(self._call("GET", f"/instances/{instance_id}", repeatable=True))
+
+    def ssh_key_names(self) -> list[str]:
+        keys = self._call("GET", "/ssh-keys", repeatable=True)
+        if not isinstance(keys, list):
+            raise _bad_response("the SSH key list is not a list")
+        return [name for key in keys if (name := _text(_mapping(key, "SSH key"), "name"))]
+
+    def launch(self, *, region: str, instance_type: str, ssh_key_name: str, name: str) -> list[str]:
+        """One instance (the API launches one per request); its id. Never retried on a server
+        error, which may have launched it: the caller looks for it by name."""
+        body = {
+            "region_name": region,
+            "instance_type_name": instance_type,
+            "ssh_key_names": [ssh_key_name],
+            "name": name,
+        }
+        launched = _mapping(
+            self._call("POST", "/instance-operations/launch", body, repeatable=False), "launch"
+        ).get("instance_ids")
+        if not isinstance(launched, list) or not all(isinstance(i, str) for i in launched):
+            raise _bad_response("launch did not return instance ids")
+        return list(launched)
+
+    def terminate(self, instance_ids: Sequence[str]) -> list[Instance]:
+        body = {"instance_ids": list(instance_ids)}
+        answer = _mapping(
+            self._call("POST", "/instance-operations/terminate", body, repeatable=True),
+            "terminate",
+        )
+        terminated = answer.get("terminated_instances") or []
+        if not isinstance(terminated, list):
+            raise _bad_response("terminated_instances is not a list")
+        return [parse_instance(entry) for entry in terminated]
