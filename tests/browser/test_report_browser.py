@@ -149,11 +149,11 @@ def test_screenshot_is_not_blank(rendered: Rendered) -> None:
     assert np.any(np.all(top == (0xCB, 0xD5, 0xE1), axis=1))
 
 
-def test_unjudged_hosts_are_shown_as_unjudged(rendered: Rendered) -> None:
-    """Every host that did not fail is unjudged (its declared NIC could not be checked): the
-    host table shows the badge, never a pass."""
+def test_hosts_that_did_not_fail_are_shown_as_warned(rendered: Rendered) -> None:
+    """No host that did not fail passes: ibstat was skipped on every host (a warning, no RDMA
+    evidence) and p2p's output is cut short. The host table shows the badge, never a pass."""
     hosts = rendered.dom[rendered.dom.index('<section id="hosts">') :]
     hosts = hosts[: hosts.index("</section>")]
     badges = re.findall(r'<span class="status status-(\w+)">(\w+)</span>', hosts)
     assert all(kind == label for kind, label in badges)
-    assert {label for _, label in badges} == {"fail", "unjudged"}
+    assert {label for _, label in badges} == {"fail", "warn"}
