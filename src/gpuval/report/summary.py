@@ -12,8 +12,10 @@ from typing import Any
 
 from gpuval.checks.model import CLUSTER, STATUS_ORDER, Check, Status, worst
 from gpuval.checks.thresholds import DEFAULTS, Thresholds
+from gpuval.figures import KeyFigure, figure_entry
 from gpuval.records.base import Diagnostic, to_jsonable
 from gpuval.report.charts import busbw_series, p2p_runs
+from gpuval.report.figures import health_figures, pair_figures
 from gpuval.results import RunResults
 
 SCHEMA_VERSION = 1
@@ -99,6 +101,30 @@ def host_rows(results: RunResults, thresholds: Thresholds = DEFAULTS) -> list[Ho
             )
         )
     return rows
+
+
+def metric_figure_name(metric: str) -> str:
+    """A host metric's name as a key figure: "busbw.all_reduce", "busbw.internode.all_reduce",
+    "p2p.min"."""
+    if metric == P2P_METRIC:
+        return "p2p.min"
+    return "busbw." + metric.removeprefix(BUSBW_PREFIX).replace(" ", ".")
+
+
+def key_figures(
+    results: RunResults, thresholds: Thresholds = DEFAULTS, rows: list[HostRow] | None = None
+) -> list[KeyFigure]:
+    """The run's key figures (gpuval.report.figures), host by host in host order."""
+    rows = host_rows(results, thresholds) if rows is None else rows
+    found = [
+        KeyFigure(row.name, metric_figure_name(metric), value, "GB/s", True)
+        for row in rows
+        for metric, value in row.metrics.items()
+        if value is not None
+    ]
+    found += pair_figures(results) + health_figures(results)
+    order = {name: i for i, name in enumerate(host_names(results))}
+    return sorted(found, key=lambda f: (order.get(f.host, len(order)), f.host, f.name))
 
 
 def outliers(rows: list[HostRow], thresholds: Thresholds = DEFAULTS) -> list[Outlier]:
@@ -223,6 +249,9 @@ def build_summary(results: RunResults, thresholds: Thresholds = DEFAULTS) -> dic
         if cluster_checks
         else None,
         "outliers": [to_jsonable(o) for o in outliers(rows, thresholds)],
+        "figures": [figure_entry(f) for f in key_figures(results, thresholds, rows)],
+        "profile": results.profile,
+        "baseline": results.baseline,
         "pairs": _pair_summary(results),
         "diagnostics": {
             "errors": sum(d.level == "error" for d in diagnostics),
