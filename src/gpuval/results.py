@@ -30,6 +30,9 @@ class RunResults:
     # The pair analysis (gpuval.checks.pairs.PairAnalysis.to_dict): tables "tries", "pairs",
     # "nodes"; {} when no pair test ran.
     pairs: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # The acceptance profile and the baseline the run was judged with (None: defaults, none).
+    profile: str | None = None
+    baseline: str | None = None
 
 
 def results_document(results: RunResults) -> dict[str, Any]:
