@@ -7,12 +7,17 @@ A run folder's archive is its parent folder, so `gpuval report reports/<run-id>`
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 REPORTS_ENV = "GPUVAL_REPORTS_DIR"
 HISTORY_FILE = "history.sqlite"
+# What a trimmed run folder keeps: its judgement, enough for `gpuval history --rebuild`.
+KEPT_WHEN_TRIMMED = ("run.json", "results.json", "summary.json", "profile.json")
 BASELINES_FOLDER = "baselines"
 
 
@@ -63,3 +68,42 @@ class Archive:
             f"{reference}: not a judged run folder (no summary.json there or in {self.root}); "
             "pass a run folder or a run id, and run `gpuval report` on it first"
         )
+
+    def runs_by_age(self) -> list[Path]:
+        """Every run folder (run.json or raw/ inside), oldest first: by run.json's start time,
+        else the folder's modification time."""
+
+        def started(folder: Path) -> str:
+            try:
+                value = json.loads((folder / "run.json").read_text(encoding="utf-8"))["started_at"]
+                if isinstance(value, str):
+                    return value
+            except (OSError, ValueError, KeyError, TypeError):
+                pass
+            modified = datetime.fromtimestamp(folder.stat().st_mtime, UTC)
+            return modified.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+        if not self.root.is_dir():
+            return []
+        folders = [
+            entry
+            for entry in self.root.iterdir()
+            if entry.is_dir() and ((entry / "run.json").is_file() or (entry / "raw").is_dir())
+        ]
+        return sorted(folders, key=lambda folder: (started(folder), folder.name))
+
+    def trim(self, keep: int) -> list[Path]:
+        """Keep the newest `keep` run folders whole; of older ones keep only their judgement
+        (KEPT_WHEN_TRIMMED), so the history can still be rebuilt. The trimmed folders."""
+        runs = self.runs_by_age()
+        trimmed = []
+        for folder in runs[: max(0, len(runs) - keep)]:
+            extra = [entry for entry in folder.iterdir() if entry.name not in KEPT_WHEN_TRIMMED]
+            for entry in extra:
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry)
+                else:
+                    entry.unlink()
+            if extra:
+                trimmed.append(folder)
+        return trimmed

@@ -113,6 +113,14 @@ Examples:
   gpuval baseline create reports/20261122T101500Z --name accepted
   gpuval baseline list"""
 
+PRUNE_HELP = """\
+Keep the newest --keep run folders of a reports folder whole; of older ones keep only their
+judgement (run.json, results.json, summary.json, profile.json), so `gpuval history` and
+`--rebuild` still know every run while the raw outputs and reports go.
+
+Example:
+  gpuval prune --keep 14 --reports /var/lib/gpuval/reports"""
+
 PROFILE_HELP = """\
 Acceptance profiles: what a run measures (phases, benchmarks, message sizes, repeats) and how it
 is judged (thresholds, baseline rules). Shipped for 8x H100 SXM, 4x H100 SXM as sold on Lambda,
@@ -235,6 +243,12 @@ def build_parser() -> argparse.ArgumentParser:
     _reports_option(create)
     listing = _command(baseline_commands, "list", "the baselines", BASELINE_HELP)
     _reports_option(listing)
+
+    prune = _command(commands, "prune", "trim old run folders, keep the history", PRUNE_HELP)
+    prune.add_argument(
+        "--keep", type=int, required=True, metavar="N", help="run folders kept whole"
+    )
+    _reports_option(prune)
 
     profile = _command(commands, "profile", "acceptance profiles", PROFILE_HELP)
     profile_commands = profile.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -434,6 +448,15 @@ def _baseline(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _prune(args: argparse.Namespace) -> int:
+    archive = _archive(args)
+    if args.keep < 0:
+        return _error("prune", "--keep must be 0 or more")
+    trimmed = archive.trim(args.keep)
+    print(f"trimmed {len(trimmed)} run folder(s) of {archive.root} to their judgement")
+    return EXIT_OK
+
+
 def _profile(args: argparse.Namespace) -> int:
     from gpuval.profile import ProfileError, load_profile, shipped_profiles
 
@@ -456,7 +479,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     handlers = {
         "run": _run, "report": _report, "history": _history, "compare": _compare,
-        "baseline": _baseline, "profile": _profile, "parse": _parse,
+        "baseline": _baseline, "prune": _prune, "profile": _profile, "parse": _parse,
     }  # fmt: skip
     if args.command in handlers:
         return handlers[args.command](args)

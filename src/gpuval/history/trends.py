@@ -8,7 +8,6 @@ runs answer in well under a second.
 from __future__ import annotations
 
 import json
-import sqlite3
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -76,13 +75,12 @@ def load_history(
     """The last `last` runs (oldest first) and every figure's trend, optionally one host's or
     figures matching a glob (`busbw.*`)."""
     with connect(archive.history_path) as connection:
-        connection.row_factory = sqlite3.Row
         rows = connection.execute(
             "SELECT run_id, run_dir, started_at, verdict, profile, baseline, host_count, failing"
             " FROM runs ORDER BY started_at DESC, run_id DESC LIMIT ?",
             (last,),
         ).fetchall()
-        runs = [RunRow(**dict(r)) for r in reversed(rows)]
+        runs = [RunRow(*row) for row in reversed(rows)]
         where, parameters = ["run_id IN (SELECT value FROM json_each(?))"], [_json_list(runs)]
         if host:
             where.append("host = ?")
@@ -98,10 +96,12 @@ def load_history(
     position = {run.run_id: i for i, run in enumerate(runs)}
     series: dict[tuple[str, str], list[float | None]] = {}
     meta: dict[tuple[str, str], tuple[str, bool]] = {}
-    for row in found:
-        key = (row["figure"], row["host"])
-        series.setdefault(key, [None] * len(runs))[position[row["run_id"]]] = row["value"]
-        meta[key] = (row["unit"], bool(row["higher_is_better"]))
+    for run_id, host_name, name, value, unit, higher in found:
+        key = (name, host_name)
+        if key not in series:
+            series[key] = [None] * len(runs)
+            meta[key] = (unit, bool(higher))
+        series[key][position[run_id]] = value
     trends = [
         Trend(host, name, meta[(name, host)][0], meta[(name, host)][1], tuple(values))
         for (name, host), values in series.items()

@@ -64,7 +64,12 @@ class Profile:
 
     @property
     def thresholds(self) -> Thresholds:
-        return dataclasses.replace(DEFAULTS, **self.document.get("thresholds", {}))
+        """The judge's thresholds; the pair tries the profile runs are the tries it expects."""
+        written = dict(self.document.get("thresholds", {}))
+        tries = self.document.get("repeats", {}).get("pair_max_tries")
+        if tries is not None:
+            written.setdefault("pair_max_tries", tries)
+        return dataclasses.replace(DEFAULTS, **written)
 
     @property
     def rules(self) -> tuple[Rule, ...]:
@@ -207,11 +212,15 @@ def _semantic_problems(document: dict[str, Any]) -> list[tuple[list[Any], str]]:
     found: list[tuple[list[Any], str]] = []
     hardware = document.get("hardware", {})
     if "gpu_model" in hardware and identify_gpu(hardware["gpu_model"]) is None:
+        model = hardware["gpu_model"]
         found.append(
-            (["hardware", "gpu_model"], f"{hardware['gpu_model']!r} is not a catalog GPU model")
+            (["hardware", "gpu_model"], f'{model!r} is not a catalog GPU model ("H100 SXM")')
         )
     if "system" in hardware and find_system(hardware["system"]) is None:
-        found.append((["hardware", "system"], 'not a catalog system (e.g. "HGX H100 8-GPU")'))
+        system = hardware["system"]
+        found.append(
+            (["hardware", "system"], f'{system!r} is not a catalog system ("HGX A100 8-GPU")')
+        )
     thresholds = dataclasses.replace(DEFAULTS, **document.get("thresholds", {}))
     for prefix in ("busbw", "p2p"):
         if getattr(thresholds, f"{prefix}_fail_fraction") > getattr(

@@ -5,6 +5,7 @@ print it. Views only: nothing here judges."""
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Iterable
 
 from gpuval.checks.pairs import KINDS
@@ -76,13 +77,16 @@ def health_figures(results: RunResults) -> list[KeyFigure]:
 
 
 def pair_figures(results: RunResults) -> list[KeyFigure]:
-    found = []
-    for row in results.pairs.get("nodes", []):
-        median = row.get("median")
-        kind = KINDS.get(str(row.get("kind")))
-        if kind is None or not isinstance(median, (int, float)):
+    """Each node's median pair value per kind (a pair counted once: iperf3's weaker direction),
+    from the pairs table, so a two-host cluster has its figure too."""
+    values: dict[tuple[str, str], dict[tuple[str, str], float]] = {}
+    for row in results.pairs.get("pairs", []):
+        value, kind = row.get("pair_value"), str(row.get("kind"))
+        if kind not in KINDS or not isinstance(value, (int, float)):
             continue
-        found.append(
-            KeyFigure(str(row["node"]), f"pair.{kind.name}", float(median), kind.unit, True)
-        )
-    return found
+        for node in (str(row["a"]), str(row["b"])):
+            values.setdefault((node, kind), {})[(str(row["a"]), str(row["b"]))] = float(value)
+    return [
+        KeyFigure(node, f"pair.{kind}", statistics.median(pairs.values()), KINDS[kind].unit, True)
+        for (node, kind), pairs in sorted(values.items())
+    ]

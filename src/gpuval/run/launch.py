@@ -18,6 +18,7 @@ then the report of the run folder.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shlex
@@ -229,11 +230,10 @@ def _record_profile(request: RunRequest, extravars: dict[str, Any]) -> None:
     (run_dir / PROFILE_RECORD).write_text(
         json.dumps(request.profile.record(), indent=2) + "\n", encoding="utf-8"
     )
-    thresholds = request.profile.document.get("thresholds")
-    if thresholds:
-        path = run_dir / "thresholds.json"
-        path.write_text(json.dumps(thresholds, indent=2) + "\n", encoding="utf-8")
-        extravars["bench_pairs_thresholds_file"] = str(path.resolve())
+    thresholds = dataclasses.asdict(request.profile.thresholds)
+    path = run_dir / "thresholds.json"
+    path.write_text(json.dumps(thresholds, indent=2) + "\n", encoding="utf-8")
+    extravars["bench_pairs_thresholds_file"] = str(path.resolve())
 
 
 def launch(request: RunRequest, out: TextIO = sys.stdout) -> int:

@@ -73,6 +73,8 @@ class Progress:
     expected: dict[str, set[str]] = field(default_factory=dict)  # host -> steps
     done: set[tuple[str, str]] = field(default_factory=set)
     phase: str = ""
+    play: str = ""
+    play_phase: str = ""
     task: str = ""
     host: str = ""
     playbook_pid: int | None = None
@@ -170,12 +172,18 @@ class Progress:
         if self.playbook_pid is None and isinstance(event.get("pid"), int):
             self.playbook_pid = event["pid"]
         self._load_expected()
-        if kind in ("playbook_on_task_start", "playbook_on_play_start"):
-            role = str(data.get("role") or "")
-            phase = PHASE_OF_ROLE.get(role) or (role or str(data.get("play") or ""))
-            if phase and phase != self.phase:
-                self.phase = phase
-                self._line(f"{clock(time.monotonic() - self.started)}  phase {phase}")
+        if kind == "playbook_on_play_start":
+            self.play, self.play_phase = str(data.get("play") or ""), ""
+        elif kind == "playbook_on_task_start":
+            checking = str(data.get("task_action") or "").endswith("validate_argument_spec")
+            # A play's phase is its first role's (collect runs inside pairs); roles check their
+            # arguments even when --tags leaves their phase out (those tasks are tagged always).
+            if not self.play_phase and not checking:
+                role = str(data.get("role") or "")
+                self.play_phase = PHASE_OF_ROLE.get(role) or role or self.play
+                if self.play_phase != self.phase:
+                    self.phase = self.play_phase
+                    self._line(f"{clock(time.monotonic() - self.started)}  phase {self.phase}")
             self.task = str(data.get("task") or "")
             self.host = ""
             self._status()
