@@ -76,6 +76,7 @@ class Progress:
     play: str = ""
     play_phase: str = ""
     task: str = ""
+    task_phase: str = ""  # the phase of the running task's role (a nested role: its own)
     host: str = ""
     playbook_pid: int | None = None
     failures: list[str] = field(default_factory=list)
@@ -185,6 +186,7 @@ class Progress:
                     self.phase = self.play_phase
                     self._line(f"{clock(time.monotonic() - self.started)}  phase {self.phase}")
             self.task = str(data.get("task") or "")
+            self.task_phase = PHASE_OF_ROLE.get(str(data.get("role") or "")) or self.phase
             self.host = ""
             self._status()
         elif kind == "runner_on_start":
