@@ -1,219 +1,163 @@
-"""A judged run built by hand from the published 4x H100 outputs (the sample run's lambda-4xh100
-files): the report, summary and junit tests and the browser test render it."""
+"""A judged run for the report, summary.json, junit.xml and browser tests: a run folder written
+into a temporary folder from real published outputs, then judged by gpuval itself
+(`gpuval.pipeline.build_results`), so the report is tested on the checks the judge really makes.
+
+Every node is the 4x H100 SXM Lambda instance of the bundled sample run
+(tests/data/sample-run/raw/lambda-4xh100: nvidia-smi, nvidia-smi topo -m, and nccl-tests
+all_reduce_perf -g 4 with NCCL_DEBUG=INFO), plus:
+- p2pBandwidthLatencyTest: the first four GPUs of the published 8x H100 matrix
+  (tests/data/outputs/p2p/shared-8xH100-unidirectional-enabled-partial.txt). Lambda's instance is
+  four GPUs of the same HGX H100 board (NV18 between every pair through NVSwitch), so those
+  pairs are what its GPUs reach. The output is partial (no closing NOTE line), as published.
+- iperf3 pair tests in the circle schedule: the real iperf 3.9 document
+  (tests/data/outputs/iperf3/openwisp-iperf3.9-tcp-client.json) at other rates.
+- run.json declares each node: 4 H100 SXM GPUs and one RDMA NIC (NIC0 = mlx5_0 in its topo -m).
+  No node has ibstat (infiniband-diags is not installed), so the preflight skips that step, as
+  the preflight role does, and the declared NIC cannot be checked.
+
+The faults injected, each a documented change to a real output:
+- SLOW_COLLECTIVES (node3): its nccl-tests table at half speed: every time doubled, every algbw
+  and busbw halved (so the 256 MiB plateau reads 169.9 instead of 339.81 GB/s, 38 % of the 450
+  GB/s NVLink 4 peak) and the `# Avg bus bandwidth` footer halved.
+- SLOW_NIC (node2): every iperf3 pair of it at ~0.94 Gbit/s, as a link throttled to 1 Gbit/s
+  shows (a tc tbf throttle), where the other pairs reach ~23 Gbit/s.
+"""
 
 from __future__ import annotations
 
-import json
-from dataclasses import replace
-from typing import Any
+import re
+from collections.abc import Collection
+from pathlib import Path
 
-from gpuval.analysis.model import (
-    CLUSTER,
-    Check,
-    Expectation,
-    HostFacts,
-    RawFile,
-    RunResults,
-    Sidecar,
-    Status,
-    worst,
-)
-from gpuval.analysis.pairs import analyse_pairs
-from gpuval.parsers import iperf3
-from gpuval.records.base import Diagnostic, ParseResult
-from gpuval.schedule import circle_rounds
+from gpuval.checks.thresholds import DEFAULTS
+from gpuval.pipeline import build_results
+from gpuval.results import RunResults
+from gpuval.runfolder import read_run_folder
+from tests.run_folders import iperf3_pair_steps, write_iperf3_try, write_run_json, write_step
 
-# lambda-4xH100-all_reduce_perf-nccl-debug.txt: (size, out-of-place busbw) from 1 MiB up.
-H100_ALL_REDUCE = [
-    (1048576, 56.05), (2097152, 98.15), (4194304, 139.65), (8388608, 193.03),
-    (16777216, 241.03), (33554432, 287.78), (67108864, 308.21), (134217728, 327.51),
-    (268435456, 339.81), (536870912, 347.88), (1073741824, 355.89),
-]  # fmt: skip
-# 8xH100-p2pBandwidthLatencyTest-partial.txt, the top-left 4x4 block.
-H100_P2P = [
-    [2494.51, 364.13, 375.99, 378.03],
-    [375.18, 2533.95, 376.08, 374.98],
-    [363.43, 393.28, 2532.67, 376.35],
-    [369.90, 375.92, 393.63, 2525.38],
-]
-LAMBDA_TOPO = {
-    "matrix": "topology",
-    "devices": ["GPU0", "GPU1", "GPU2", "GPU3", "NIC0"],
-    "links": [
-        ["X", "NV18", "NV18", "NV18", "PHB"],
-        ["NV18", "X", "NV18", "NV18", "PHB"],
-        ["NV18", "NV18", "X", "NV18", "PHB"],
-        ["NV18", "NV18", "NV18", "X", "PHB"],
-        ["PHB", "PHB", "PHB", "PHB", "X"],
-    ],
-    "cpu_affinity": {"GPU0": "0-103", "GPU1": "0-103", "GPU2": "0-103", "GPU3": "0-103"},
-    "numa_affinity": {"GPU0": "0", "GPU1": "0", "GPU2": "0", "GPU3": "0"},
-    "nic_legend": {"NIC0": "mlx5_0"},
-}
-NVLINK4 = "NVLink 4 x 18 links (NV18) = 450 GB/s per direction"
+DATA = Path(__file__).parent / "data"
+LAMBDA = DATA / "sample-run" / "raw" / "lambda-4xh100"
+P2P_8XH100 = DATA / "outputs" / "p2p" / "shared-8xH100-unidirectional-enabled-partial.txt"
+
+HOSTS = ["node1", "node2", "node3", "node4"]
+SLOW_COLLECTIVES = "node3"
+SLOW_NIC = "node2"
+RUN_ID = "20261121-0600-acceptance"
+GENERATED_AT = "2026-11-21T06:40:00+00:00"
+STARTED_AT = "2026-11-21T06:00:00+00:00"
+
+NCCL_COMMAND = "mpirun -np 1 ./build/all_reduce_perf -b 8 -e 1G -f 2 -g 4"
+NCCL_STEP = "nccl-all_reduce"
+P2P_STEP = "p2pBandwidthLatencyTest"
+IBSTAT_SKIPPED = "ibstat not found on this host"  # the preflight role's reason
+# The Lambda log's healthy out-of-place busbw: at 256 MiB, where its large-message plateau
+# starts (within 10 % of its best, 355.89 GB/s at 1 GiB), and at 1 GiB.
+PLATEAU_BUSBW = 339.81
+BEST_BUSBW = 355.89
+NVLINK4_PER_DIRECTION = 450.0  # 18 links x 25 GB/s (H100 SXM, NVLink 4)
+HALF = 0.5
+# The lowest cell of the 4x4 P2P block (GPU2 -> GPU0)
+P2P_LOWEST = 363.43
+HEALTHY_GBPS = 23.0
+THROTTLED_GBPS = 0.94
+
+# A nccl-tests data row: size count type redop root, then time algbw busbw #wrong per half.
+_ROW = re.compile(r"^(\d+ \d+ \w+ \w+ -?\d+) (\S+ \S+ \S+ \S+) (\S+ \S+ \S+ \S+)$")
+_AVERAGE = re.compile(r"^# Avg bus bandwidth : ([\d.]+)$")
 
 
-def nccl_run(scale: float = 1.0, collective: str = "all_reduce") -> dict[str, Any]:
-    rows = []
-    for size, busbw in H100_ALL_REDUCE:
-        half = {"time_us": 1.0, "algbw_gbps": busbw / 1.5, "busbw_gbps": round(busbw * scale, 2),
-                "wrong": 0}  # fmt: skip
-        rows.append({"size_bytes": size, "count": size // 4, "dtype": "float", "redop": "sum",
-                     "root": -1, "out_of_place": half, "in_place": dict(half)})  # fmt: skip
-    return {"collective": collective, "nranks": 4, "complete": True, "rows": rows,
-            "avg_busbw_gbps": 98.414, "out_of_bounds": 0, "nccl_version": "2.26.2+cuda12.8",
-            "devices": [], "failures": []}  # fmt: skip
+def _time_text(microseconds: float) -> str:
+    """As nccl-tests prints a time: fewer decimals as it grows."""
+    if microseconds >= 10000:
+        return f"{microseconds:.0f}"
+    return f"{microseconds:.1f}" if microseconds >= 100 else f"{microseconds:.2f}"
 
 
-def p2p_run(scale: float = 1.0) -> dict[str, Any]:
-    unidirectional = [[round(v * scale, 2) if i != j else v for j, v in enumerate(row)]
-                      for i, row in enumerate(H100_P2P)]  # fmt: skip
-    latency = [[None if i == j else 2.1 + 0.01 * (i + j) for j in range(4)] for i in range(4)]
-    return {
-        "num_gpus": 4,
-        "devices": [],
-        "matrices": {
-            "bandwidth_unidirectional_p2p_enabled": unidirectional,
-            "bandwidth_bidirectional_p2p_enabled": [
-                [v * 1.9 for v in row] for row in unidirectional
-            ],
-            "latency_gpu_p2p_enabled": latency,
-        },
-    }
+def _slowed_half(half: str, factor: float) -> str:
+    time, algbw, busbw, wrong = half.split()
+    return (f"{_time_text(float(time) / factor)} {float(algbw) * factor:.2f} "
+            f"{float(busbw) * factor:.2f} {wrong}")  # fmt: skip
 
 
-def raw_file(host: str, name: str, tool: str, run: dict[str, Any], phase: str = "intranode",
-             command: str = "", env: dict[str, str] | None = None) -> RawFile:  # fmt: skip
-    path = f"raw/{host}/{name}.txt"
-    sidecar = Sidecar(name=name, host=host, phase=phase, raw=f"{name}.txt", command=command,
-                      tool=tool, env=env or {}, exit_code=0, duration_s=12.5)  # fmt: skip
-    return RawFile(host=host, path=path, sidecar=sidecar,
-                   parse=ParseResult(tool=tool, source=path, runs=[run]))  # fmt: skip
+def slowed_nccl(text: str, factor: float) -> str:
+    """An nccl-tests log whose table ran `factor` times as fast: times divided by it, algbw,
+    busbw and the average footer multiplied by it; every other line as it was."""
+    lines = []
+    for line in text.splitlines():
+        if row := _ROW.match(line):
+            line = " ".join((row[1], _slowed_half(row[2], factor), _slowed_half(row[3], factor)))
+        elif average := _AVERAGE.match(line):
+            line = f"# Avg bus bandwidth : {float(average[1]) * factor:.3f}"
+        lines.append(line)
+    return "\n".join(lines) + "\n"
 
 
-def host_checks(host: str, busbw: float, reason_extra: str = "") -> list[Check]:
-    status: Status = "pass" if busbw >= 0.7 * 450 else "fail"
-    return [
-        Check(
-            "nccl-tests.all_reduce.busbw",
-            host,
-            "bandwidth",
-            status,
-            f"all_reduce busbw {busbw} GB/s at 1 GiB is {busbw / 450:.0%} of the 450 GB/s "
-            f"per-direction NVLink 4 peak{reason_extra}",
-            busbw,
-            315.0,
-            "GB/s",
-            f"raw/{host}/nccl-all_reduce.txt:52",
-        ),
-        Check(
-            "nccl-tests.all_reduce.correctness",
-            host,
-            "correctness",
-            "pass",
-            "0 wrong results, out of bounds values: 0",
-            0,
-            0,
-            None,
-            f"raw/{host}/nccl-all_reduce.txt:53",
-        ),
-        Check(
-            "p2p.unidirectional.min",
-            host,
-            "p2p",
-            "warn" if host.endswith("2") else "pass",
-            "lowest GPU pair 363.43 GB/s is 81% of 450 GB/s",
-            363.43,
-            450.0,
-            "GB/s",
-            f"raw/{host}/p2p.txt",
-        ),
-        Check(
-            "topology.nvlink", host, "topology", "pass", "every GPU pair is NV18", "NV18", "NV18"
-        ),
-    ]
+def first_gpus(text: str, count: int) -> str:
+    """A p2pBandwidthLatencyTest matrix cut to its first `count` GPUs (rows and columns)."""
+    lines = []
+    for line in text.splitlines():
+        words = line.split()
+        if words and (words[0] == "D\\D" or words[0].isdigit()):
+            if words[0].isdigit() and int(words[0]) >= count:
+                continue
+            line = "   " + " ".join(f"{w:>6}" for w in words[: count + 1])
+        lines.append(line)
+    return "\n".join(lines) + "\n"
 
 
-def realistic_results(hosts: list[str] | None = None, degraded: tuple[str, ...] = ("node3",),
-                      reason_extra: str = "") -> RunResults:  # fmt: skip
-    """A judged run of 4x H100 hosts; `degraded` hosts run at 60 % busbw and 70 % p2p."""
-    hosts = hosts or ["node1", "node2", "node3", "node4"]
-    files, checks, expectations = [], [], []
-    for host in hosts:
-        scale = 0.6 if host in degraded else 1.0
-        files += [
-            raw_file(
-                host,
-                "nccl-all_reduce",
-                "nccl-tests",
-                nccl_run(scale),
-                command="all_reduce_perf -b 1M -e 1G -f 2 -g 4",
-                env={"NCCL_DEBUG": "INFO"},
-            ),
-            raw_file(
-                host,
-                "p2p",
-                "p2pBandwidthLatencyTest",
-                p2p_run(0.7 if scale < 1 else 1.0),
-                command="./p2pBandwidthLatencyTest",
-            ),
-            raw_file(
-                host,
-                "topo",
-                "nvidia-smi-topo",
-                LAMBDA_TOPO,
-                phase="preflight",
-                command="nvidia-smi topo -m",
-            ),
-        ]
-        checks += host_checks(host, round(355.89 * scale, 2), reason_extra)
-        expectations.append(Expectation(host, "intranode-collective", 450.0, 900.0, NVLINK4))
-    checks.append(Check("consistency.nccl_version", CLUSTER, "consistency", "pass",
-                        "every host runs NCCL 2.26.2"))  # fmt: skip
-    files[0].parse.warnings.append(  # type: ignore[union-attr]
-        Diagnostic("warning", "row truncated mid-line; kept the columns read", files[0].path, 41)
-    )
-    facts = [HostFacts(h, gpu_model="NVIDIA H100 80GB HBM3", gpu_count=4,
-                       driver_version="570.148.08", cuda_version="12.8",
-                       nccl_version="2.26.2+cuda12.8", mpi_version="Open MPI 4.1.4",
-                       nccl_tests_version="2.14.1") for h in hosts]  # fmt: skip
-    return RunResults(
-        run_id="20261121-0600-sample", generated_at="2026-11-21T06:00:00Z", gpuval_version="0.1.0",
-        verdict=worst([c.status for c in checks]), hosts=facts, files=files, checks=checks,
-        expectations=expectations,
-        diagnostics=[Diagnostic("warning", "raw file without sidecar", "raw/node4/extra.txt")],
-        meta={"run_id": "20261121-0600-sample", "started_at": "2026-11-21T05:40:00Z"},
+def iperf3_rate(src: str, dst: str, slow: str | None) -> float:
+    """Gbit/s of one direction: ~0.94 on the slow node's link, else ~23, each direction a
+    little different as real pairs are."""
+    if slow in (src, dst):
+        return THROTTLED_GBPS
+    return HEALTHY_GBPS + (sum(map(ord, src)) * 3 + sum(map(ord, dst))) % 7 / 10
+
+
+def _write_node(run: Path, host: str, slow_collectives: bool) -> list[str]:
+    """The node's preflight and intranode steps; their names (run.json `expected`)."""
+    nccl = (LAMBDA / "nccl-all_reduce.txt").read_text()
+    # (step, phase, output, tool, command, environment)
+    steps: tuple[tuple[str, str, str, str, str, dict[str, str]], ...] = (
+        ("nvidia-smi", "preflight", (LAMBDA / "nvidia-smi.txt").read_text(), "nvidia-smi",
+         "nvidia-smi", {}),
+        ("nvidia-smi-topo", "preflight", (LAMBDA / "nvidia-smi-topo.txt").read_text(),
+         "nvidia-smi-topo", "nvidia-smi topo -m", {}),
+        (NCCL_STEP, "intranode", slowed_nccl(nccl, HALF) if slow_collectives else nccl,
+         "nccl-tests", NCCL_COMMAND, {"NCCL_DEBUG": "INFO"}),
+        (P2P_STEP, "intranode", first_gpus(P2P_8XH100.read_text(), 4), P2P_STEP,
+         "./p2pBandwidthLatencyTest", {}),
     )  # fmt: skip
+    for name, phase, text, tool, command, env in steps:
+        write_step(run, host, name, text, phase=phase, tool=tool, command=command, env=env,
+                   duration_s=12.5)  # fmt: skip
+    write_step(run, host, "ibstat", None, phase="preflight", tool="ibstat", command="ibstat",
+               exit_code=None, skipped=IBSTAT_SKIPPED)  # fmt: skip
+    return [name for name, *_ in steps] + ["ibstat"]
 
 
-def iperf3_document(gbps: float) -> str:
-    """The end totals of an iperf3 -J client run at `gbps` (what the pair analysis reads)."""
-    bits = gbps * 1e9
-    total = {"start": 0, "end": 10, "seconds": 10, "bytes": int(bits * 10 / 8),
-             "bits_per_second": bits}  # fmt: skip
-    return json.dumps({
-        "start": {"version": "iperf 3.12", "test_start": {"protocol": "TCP", "num_streams": 1}},
-        "intervals": [], "end": {"sum_sent": total, "sum_received": total},
-    })  # fmt: skip
+def write_run(
+    run: Path,
+    hosts: list[str] | None = None,
+    slow_collectives: Collection[str] = (SLOW_COLLECTIVES,),
+    slow_nic: str | None = SLOW_NIC,
+    pairs: bool = True,
+) -> Path:
+    """The run folder of `hosts` (HOSTS by default) with its faults; `pairs`: with the iperf3
+    pair tests (a hundred hosts would have 9,900 of them)."""
+    hosts = hosts or HOSTS
+    expected = {host: _write_node(run, host, host in slow_collectives) for host in hosts}
+    if pairs:
+        for client, src, dst, name in iperf3_pair_steps(hosts):
+            server = dst if src == client else src
+            write_iperf3_try(run, client, name, server, iperf3_rate(src, dst, slow_nic),
+                             reverse=src != client)  # fmt: skip
+            expected[client].append(name)
+    declared = {"gpu_model": "H100 SXM", "gpus_per_node": 4, "nic_count": 1}
+    write_run_json(run, RUN_ID, hosts, started_at=STARTED_AT, expected=expected,
+                   declared=dict.fromkeys(hosts, declared))  # fmt: skip
+    return run
 
 
-def with_pair_tests(results: RunResults, slow: str | None) -> RunResults:
-    """`results` with iperf3 pair tests between all its hosts, judged: ~15 Gbit/s, and ~1
-    Gbit/s on every pair of `slow`. The raw files stay out of `files` (the step table would
-    list each of them)."""
-    hosts = [h.name for h in results.hosts]
-    files = []
-    for number, pairs in enumerate(circle_rounds(hosts), start=1):
-        for a, b in pairs:
-            for src, dst in ((a, b), (b, a)):
-                name = f"pair-iperf3-r{number}-{src}--{dst}-try1"
-                gbps = 0.95 if slow in (src, dst) else 14.5 + len(src + dst) % 5 / 10
-                path = f"raw/{a}/{name}.json"
-                sidecar = Sidecar(name=name, host=a, phase="network", raw=f"{name}.json",
-                                  tool="iperf3", exit_code=0)  # fmt: skip
-                files.append(RawFile(a, path, sidecar, iperf3.parse(iperf3_document(gbps), path)))
-    analysis = analyse_pairs(files)
-    checks = results.checks + analysis.checks
-    return replace(
-        results, checks=checks, verdict=worst([c.status for c in checks]), pairs=analysis.to_dict()
-    )
+def judge(run: Path) -> RunResults:
+    """What `gpuval report` judges, with a fixed report time."""
+    return build_results(read_run_folder(run), DEFAULTS, GENERATED_AT)

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from numpy.typing import NDArray
-from tests.report_fixtures import realistic_results, with_pair_tests
+from tests.report_fixtures import judge, write_run
 
 from gpuval.report import write_report_files
 
@@ -91,25 +91,28 @@ def read_png(path: Path) -> Image:
 class Rendered:
     dom: str
     screenshot: Path
+    pairs: bool  # whether the run had pair tests (and so a pair matrix to draw)
 
 
 @pytest.fixture(scope="module", params=[4, 100], ids=["4-hosts", "100-hosts"])
 def rendered(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, chromium: Browser
 ) -> Rendered:
-    """The report of a realistic run, opened once: its DOM after the scripts ran, a screenshot."""
+    """The report of a judged run (tests/report_fixtures.py), opened once: its DOM after the
+    scripts ran, and a screenshot. One host's collectives run at half speed; with 4 hosts,
+    pair tests find another's slow NIC (100 hosts would have 9,900 pairs)."""
     hosts = [f"gpu{i:03d}" for i in range(request.param)]
-    hosts[1] = "<script>alert(1)</script>"  # a hostile name must stay text, not run
+    hosts[1] = "<img src=x onerror=alert(1)>"  # a hostile name must stay text, not run
+    pairs = len(hosts) == 4
+    run = write_run(tmp_path_factory.mktemp("run"), hosts=hosts, slow_collectives=(hosts[2],),
+                    slow_nic=hosts[1] if pairs else None, pairs=pairs)  # fmt: skip
     out = tmp_path_factory.mktemp("report")
-    # A slow node would add a warning per pair of it to the checks table: only with 4 hosts.
-    slow = hosts[1] if len(hosts) == 4 else None
-    judged = with_pair_tests(realistic_results(hosts=hosts, degraded=(hosts[2],)), slow)
-    write_report_files(judged, out)
+    write_report_files(judge(run), out)
     shot = out / "report.png"
     done = chromium(out / "report.html", "--window-size=1400,3000", f"--screenshot={shot}",
                     "--dump-dom")  # fmt: skip
     assert done.returncode == 0 and shot.exists(), done.stderr[-2000:]
-    return Rendered(done.stdout, shot)
+    return Rendered(done.stdout, shot, pairs)
 
 
 def body_attributes(dom: str) -> dict[str, str]:
@@ -126,8 +129,9 @@ def test_every_chart_renders_without_script_errors(rendered: Rendered) -> None:
     assert int(body["data-charts-rendered"]) == expected
     # Plotly drew into every placeholder (each gets an SVG of class main-svg)
     assert rendered.dom.count('class="main-svg"') >= expected
-    assert "<script>alert(1)</script>" not in rendered.dom  # escaped text, never an element
-    assert re.search(r'class="gtitle"[^>]*>iperf3 TCP per pair', rendered.dom)  # Plotly drew it
+    assert "<img src=x" not in rendered.dom  # escaped text, never an element
+    drew_pairs = re.search(r'class="gtitle"[^>]*>iperf3 TCP per pair', rendered.dom)
+    assert bool(drew_pairs) == rendered.pairs  # Plotly drew the pair matrix
 
 
 def test_screenshot_is_not_blank(rendered: Rendered) -> None:
@@ -138,6 +142,18 @@ def test_screenshot_is_not_blank(rendered: Rendered) -> None:
     assert len(colours) > 500, f"only {len(colours)} colours: blank or unstyled page"
     white = np.all(rgb == 255, axis=1).mean()
     assert white < 0.9, f"{white:.0%} of the page is white"
-    # the verdict banner (FAIL: red #fee2e2 background) is near the top
+    # the verdict banner (FAIL: red #fee2e2 background) is near the top, and in it the count
+    # of unjudged checks on a badge of its own colour (slate #cbd5e1)
     top = image.pixels[:400, :, :3].reshape(-1, 3)
     assert np.any(np.all(top == (0xFE, 0xE2, 0xE2), axis=1))
+    assert np.any(np.all(top == (0xCB, 0xD5, 0xE1), axis=1))
+
+
+def test_unjudged_hosts_are_shown_as_unjudged(rendered: Rendered) -> None:
+    """Every host that did not fail is unjudged (its declared NIC could not be checked): the
+    host table shows the badge, never a pass."""
+    hosts = rendered.dom[rendered.dom.index('<section id="hosts">') :]
+    hosts = hosts[: hosts.index("</section>")]
+    badges = re.findall(r'<span class="status status-(\w+)">(\w+)</span>', hosts)
+    assert all(kind == label for kind, label in badges)
+    assert {label for _, label in badges} == {"fail", "unjudged"}

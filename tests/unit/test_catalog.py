@@ -257,13 +257,22 @@ def test_a_degraded_board_still_matches_its_board_and_names_the_pair() -> None:
     assert peak is not None and peak.per_direction_gbps == 450.0
 
 
-def test_cube_mesh_gpu_short_of_its_links_is_named() -> None:
+def test_dgx1_lost_link_is_named_by_pair_against_the_published_matrix() -> None:
     model = identify_gpu("Tesla V100-SXM2-32GB")
-    system = find_system("DGX-1 V100")
-    assert model is not None and system is not None
+    system = find_system("DGX-1 (V100)")
+    assert model is not None and system is not None and system.name == "DGX-1 V100"
     links = [list(row) for row in DGX1]
-    links[0][3] = links[3][0] = "SYS"  # GPU0 lost its NV2 to GPU3
-    assert [p.gpus for p in link_problems(system, links, model)] == [(0,), (3,)]
+    links[0][3] = links[3][0] = "NV1"  # one of GPU0-GPU3's two NVLinks is down
+    problems = link_problems(system, links, model)
+    assert [p.what for p in problems] == ["GPU0-GPU3 NV1 where the DGX-1 V100 has NV2"]
+
+
+def test_cloud_machine_types_name_their_board() -> None:
+    for name in ("a3-megagpu-8g", "p5.48xlarge", "DGX H100"):
+        found = find_system(name)
+        assert found is not None and found.name == "HGX H100 8-GPU"
+    assert find_system("a2-ultragpu-8g") == find_system("HGX A100 8-GPU")
+    assert find_system("no such board") is None
 
 
 def test_sendrecv_inside_a_mesh_is_bound_by_the_neighbour_link() -> None:

@@ -28,6 +28,7 @@ from gpuval.records.nccl import (
 from gpuval.records.network import IbDevice, IbPort, InfinibandRun
 from gpuval.records.nvidia_smi import NvidiaSmiRun, NvLinkState, PcieLink, SmiGpu
 from gpuval.records.p2p import P2PRun, PeerAccess
+from gpuval.records.software import SoftwareVersionRun
 from gpuval.records.topology import TopologyRun
 from gpuval.runfolder import RawFile, RunFolder, Sidecar, read_run_folder
 
@@ -246,9 +247,12 @@ def test_nvls_above_peak_passes_with_caveat_and_without_nvls_warns() -> None:
 
 
 def test_single_rank_is_not_a_bandwidth_verdict() -> None:
-    check = find(judge([raw("n1", "ar", "nccl-tests", [nccl({GIB: 0.0}, nranks=1)])]), "busbw")
-    assert check.status == "unjudged" and "single rank" in check.reason
+    run = raw("n1", "ar", "nccl-tests", [nccl({GIB: 0.0}, nranks=1)])
+    check = find(judge([run, *h100_node()]), "busbw")  # one rank on a 4-GPU node: set up wrong
+    assert check.status == "warn" and "single rank on a 4-GPU node" in check.reason
     assert check.reference is None
+    alone = find(judge([run, smi("n1", count=1)]), "busbw")  # a one-GPU node: nothing to link
+    assert alone.status == "pass" and "one GPU: no link to measure" in alone.reason
 
 
 def test_unknown_gpu_model_is_unjudged_and_says_how_to_declare_it() -> None:
@@ -356,9 +360,9 @@ def test_inactive_nvlinks_on_an_nvswitch_board_fail_naming_gpu_and_links() -> No
     assert check.status == "fail" and "GPU5 link(s) 3, 7 inactive" in check.reason
 
 
-def test_gpus_without_a_nic_on_their_switch_warn() -> None:
+def test_gpus_without_a_nic_on_their_switch_are_said_not_held_against_the_node() -> None:
     far = find(judge([topo("n1", NV18_4, nics=1, nic_cell="SYS")]), "nic-locality")
-    assert far.status == "warn" and "GPU0 (SYS)" in far.reason
+    assert far.status == "pass" and "GPU0 (SYS)" in far.reason
     near = find(judge([topo("n1", NV18_4, nics=1, nic_cell="PIX")]), "nic-locality")
     assert near.status == "pass"
 
@@ -418,7 +422,7 @@ def test_one_gpu_p2p_has_no_peer_to_judge() -> None:
     run = P2PRun(num_gpus=1, matrices={"bandwidth_unidirectional_p2p_enabled": [[2871.9]]},
                  complete=True)  # fmt: skip
     check = find(judge([raw("n1", "p2p", "p2pBandwidthLatencyTest", [run])]), "unidirectional")
-    assert check.status == "unjudged" and "one GPU" in check.reason
+    assert check.status == "pass" and "one GPU" in check.reason
 
 
 def test_nvbandwidth_copies_are_judged_against_pcie_and_the_pair_link() -> None:
@@ -561,9 +565,14 @@ def test_missing_expected_step_and_unreachable_host_fail() -> None:
     assert find(checks, "host.reachable", "n2").status == "fail"
 
 
-def test_nothing_measured_is_an_error() -> None:
-    check = find(judge([topo("n1", NV18_4)]), "run.evidence")
-    assert check.status == "error" and "nvidia-smi-topo" in check.reason
+def test_nothing_measured_or_inspected_is_an_error() -> None:
+    version = raw(
+        "n1", "nvcc-version", "nvcc-version", [SoftwareVersionRun("cuda-toolkit", "13.0")]
+    )
+    check = find(judge([version]), "run.evidence")
+    assert check.status == "error" and "nvcc-version" in check.reason
+    # a board that was inspected stands on its own, even with nothing measured
+    assert not [c for c in judge(h100_node()) if c.check_id == "run.evidence"]
 
 
 def test_parser_errors_fail_and_an_empty_parse_fails() -> None:
@@ -588,3 +597,22 @@ def test_threshold_overrides(tmp_path: Path) -> None:
     path.write_text("{")
     with pytest.raises(ThresholdsError, match="line 1"):
         load_thresholds(path)
+
+
+def test_amd_smi_topology_of_an_mi300x_platform_is_judged_against_its_board() -> None:
+    """amd-smi topology on 8x MI300X (AMD's changelog): XGMI between every pair, as the MI300X
+    platform is built; a PCIE cell would mean a lost Infinity Fabric link."""
+    from gpuval.parsers import amd_topology
+
+    path = Path(__file__).parents[1] / "data/outputs/amd-topology"
+    text = (path / "amd-smi-changelog-8xMI300X-bdf-tables.txt").read_text()
+    topology = raw("n1", "amd-smi-topology", "amd-smi-topo",
+                   amd_topology.parse(text, tool="amd-smi-topo").runs)  # fmt: skip
+    checks = judge([topology, smi("n1", "AMD Instinct MI300X", 8)])
+    links = find(checks, "gpu-links")
+    assert links.status == "pass" and "AMD Instinct MI300X platform" in links.reason
+    assert topology.parse is not None
+    record = topology.parse.runs[0]
+    record.link_types[2][5] = record.link_types[5][2] = "PCIE"
+    links = find(judge([topology, smi("n1", "AMD Instinct MI300X", 8)]), "gpu-links")
+    assert links.status == "fail" and "GPU2-GPU5 PCIE where" in links.reason

@@ -19,6 +19,7 @@ DATA = Path(__file__).resolve().parents[1] / "data"
 # Which tools each collection folder may hold; nvidia-smi files are told apart by name prefix.
 FOLDER_TOOLS = {
     "nccl-tests": {"nccl-tests", "rccl-tests"},
+    "amd-topology": {"rocm-smi-topo", "amd-smi-topo"},
     "p2p": {"p2pBandwidthLatencyTest"},
     "all_reduce_bench": {"all_reduce_bench"},
     "nvbandwidth": {"nvbandwidth"},

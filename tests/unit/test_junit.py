@@ -1,77 +1,113 @@
-"""junit.xml: one suite per host plus `cluster`, one case per check, failures and errors as CI
-systems read them, and well-formed XML whatever the logs contained."""
+"""junit.xml of a judged run: one suite per host plus `cluster`, one case per check; failures and
+errors as CI systems read them, unjudged checks as skipped with their reason (never passed),
+and well-formed XML whatever the logs contained.
+
+The run is a real run folder judged by gpuval (tests/report_fixtures.py): node2's NIC is slow,
+node3's collectives run at half speed, and no pair's interface speed was recorded.
+"""
 
 from __future__ import annotations
 
+import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from tests.report_fixtures import realistic_results
+import pytest
+from tests.report_fixtures import (
+    HOSTS,
+    NCCL_STEP,
+    RUN_ID,
+    SLOW_COLLECTIVES,
+    SLOW_NIC,
+    judge,
+    write_run,
+)
 
-from gpuval.analysis.model import Check
 from gpuval.report import write_report_files
 from gpuval.report.junit import junit_xml
+from gpuval.results import RunResults
 
 
-def parse(results_xml: bytes) -> ET.Element:
-    return ET.fromstring(results_xml)
+@pytest.fixture(scope="module")
+def judged(tmp_path_factory: pytest.TempPathFactory) -> RunResults:
+    return judge(write_run(tmp_path_factory.mktemp("run")))
 
 
-def test_one_suite_per_host_and_cluster_with_counts(tmp_path: Path) -> None:
-    write_report_files(realistic_results(), tmp_path)
+def cases(root: ET.Element) -> dict[tuple[str | None, str | None], ET.Element]:
+    return {(c.get("classname"), c.get("name")): c for c in root.iter("testcase")}
+
+
+def test_one_suite_per_host_and_cluster_with_counts(judged: RunResults, tmp_path: Path) -> None:
+    write_report_files(judged, tmp_path)
     root = ET.parse(tmp_path / "junit.xml").getroot()
     assert root.tag == "testsuites"
-    assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("17", "1", "0")
+    # two faults fail; the pairs' line rate is unjudged: skipped
+    assert (root.get("tests"), root.get("failures"), root.get("errors"), root.get("skipped")) == (
+        str(len(judged.checks)), "2", "0", "1"
+    )  # fmt: skip
     suites = {s.get("name"): s for s in root.iter("testsuite")}
-    assert list(suites) == ["node1", "node2", "node3", "node4", "cluster"]
-    assert suites["node3"].get("failures") == "1" and suites["node3"].get("tests") == "4"
-    assert suites["cluster"].get("tests") == "1"
+    assert list(suites) == [*HOSTS, "cluster"]
+    for host in HOSTS:
+        suite = suites[host]
+        failed = "1" if host in (SLOW_NIC, SLOW_COLLECTIVES) else "0"
+        assert (suite.get("failures"), suite.get("skipped")) == (failed, "0"), host
+        assert suite.get("tests") == str(sum(c.host == host for c in judged.checks))
+    assert suites["cluster"].get("skipped") == "1"
     for suite in suites.values():
         properties = {p.get("name"): p.get("value") for p in suite.iter("property")}
-        assert properties["run_id"] == "20261121-0600-sample"
+        assert (properties["run_id"], properties["verdict"]) == (RUN_ID, "fail")
 
 
-def test_cases_carry_host_check_and_reason() -> None:
-    root = parse(junit_xml(realistic_results()))
-    cases = {(c.get("classname"), c.get("name")): c for c in root.iter("testcase")}
-    assert len(cases) == 17
-    failed = cases[("node3", "nccl-tests.all_reduce.busbw")]
-    failure = failed.find("failure")
-    assert failure is not None
-    assert (failure.get("message") or "").startswith("all_reduce busbw 213.53 GB/s")
-    assert "measured: 213.53 GB/s" in (failure.text or "")
-    warned = cases[("node2", "p2p.unidirectional.min")]
-    assert warned.find("failure") is None
-    assert (warned.findtext("system-out") or "").startswith("WARN: lowest GPU pair")
-    passed = cases[("node1", "topology.nvlink")]
+def test_cases_carry_host_check_and_reason(judged: RunResults) -> None:
+    found = cases(ET.fromstring(junit_xml(judged)))
+    assert len(found) == len(judged.checks)
+    check = next(c for c in judged.checks if (c.host, c.check_id) == (
+        SLOW_COLLECTIVES, "nccl-tests.all_reduce.busbw"))  # fmt: skip
+    failure = found[(SLOW_COLLECTIVES, "nccl-tests.all_reduce.busbw")].find("failure")
+    assert failure is not None and failure.get("message") == check.reason
+    assert f"measured: {check.measured} GB/s" in (failure.text or "")
+    assert f"source: raw/{SLOW_COLLECTIVES}/{NCCL_STEP}.txt:" in (failure.text or "")
+    warned = found[("node1", "p2p.complete")]
+    assert warned.find("failure") is None and warned.find("skipped") is None
+    assert (warned.findtext("system-out") or "").startswith("WARN: output ends before")
+    passed = found[("node1", "nccl-tests.all_reduce.busbw")]
     assert list(passed) == []
 
 
-def test_error_checks_become_errors() -> None:
-    results = realistic_results()
-    results.checks.append(
-        Check(
-            "nccl-tests.all_gather.busbw",
-            "node4",
-            "completeness",
-            "error",
-            "no output: the step never finished (exit code unknown)",
-        )
-    )
-    root = parse(junit_xml(results))
+def test_unjudged_checks_are_skipped_with_their_reason(judged: RunResults) -> None:
+    found = cases(ET.fromstring(junit_xml(judged)))
+    skipped = {key for key, case in found.items() if case.find("skipped") is not None}
+    assert skipped == {("cluster", "pairs.iperf3.line-rate")}
+    for key in skipped:
+        (child,) = list(found[key])  # skipped alone: neither failed nor passed with output
+        reason = next(c.reason for c in judged.checks if (c.host, c.check_id) == key)
+        assert child.tag == "skipped" and child.get("message") == f"unjudged: {reason}"
+        assert "status: unjudged" in (child.text or "")
+
+
+def test_error_checks_become_errors(tmp_path: Path) -> None:
+    run = write_run(tmp_path)
+    meta = json.loads((run / "run.json").read_text())
+    meta["declared"]["node4"] = {"gpu_model": "H100 SMX"}  # a typo in the inventory
+    (run / "run.json").write_text(json.dumps(meta))
+    root = ET.fromstring(junit_xml(judge(run)))
     assert root.get("errors") == "1"
     node4 = next(s for s in root.iter("testsuite") if s.get("name") == "node4")
     assert node4.get("errors") == "1"
-    error = node4.find("testcase[@name='nccl-tests.all_gather.busbw']/error")
-    assert error is not None and "never finished" in (error.get("message") or "")
+    error = node4.find("testcase[@name='hardware.gpu-model']/error")
+    assert error is not None and "'H100 SMX'" in (error.get("message") or "")
 
 
-def test_markup_and_control_characters_from_logs_stay_well_formed() -> None:
-    hostile = "<script>alert(1)</script>"
-    results = realistic_results(hosts=[hostile, "node2"], degraded=(hostile,),
-                                reason_extra=' ]]> & "quoted" \x1b[31mred\x1b[0m')  # fmt: skip
-    root = parse(junit_xml(results))  # raises if not well-formed
+def test_markup_and_control_characters_from_logs_stay_well_formed(tmp_path: Path) -> None:
+    hostile = "<script>alert(1)<\\script>"
+    run = write_run(tmp_path, hosts=["node1", hostile], slow_collectives=())
+    log = run / "raw" / "node1" / f"{NCCL_STEP}.txt"
+    log.write_text(log.read_text().replace(
+        "NCCL INFO NCCL version",
+        "NCCL WARN Cuda failure ']]> & \"quoted\" \x1b[31mred\x1b[0m'\n"
+        "192-222-52-239:16629:16629 [0] NCCL INFO NCCL version", 1,
+    ))  # fmt: skip
+    root = ET.fromstring(junit_xml(judge(run)))  # raises if not well-formed
     assert hostile in [s.get("name") for s in root.iter("testsuite")]
-    failure = next(root.iter("failure"))
-    assert ']]> & "quoted"' in (failure.get("message") or "")
-    assert "\x1b" not in (failure.get("message") or "")
+    (message,) = [f.get("message") or "" for f in root.iter("failure")]  # the fatal WARN line
+    assert "Cuda failure" in message and ']]> & "quoted"' in message and "\x1b" not in message

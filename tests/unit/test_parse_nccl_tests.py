@@ -415,8 +415,18 @@ def test_nccl_debug_facts_per_host() -> None:
     }
     assert run["nccl_version"] == "2.21.5+cuda12.4"
     assert run["transports"] == ["NET/IB/GDRDMA"]
-    assert run["algorithms"] == ["CollNet", "NVLS", "NVLSTree"]
+    assert run["algorithms"] == ["NVLS", "NVLSTree"]  # collnet channels are no evidence
     assert run["hosts"] == ["node-a", "node-b"]
+
+
+def test_lone_h100_recording_chose_sockets_and_no_collnet() -> None:
+    """Recorded on a lent H100 with no InfiniBand: NCCL 2.28 prints "NET/IB : No device
+    found.", then "NET/IB : Using [RO]; OOB eth0" and "Using network Socket", and "64 collnet
+    channels" although CollNet cannot run: the run used sockets and no CollNet."""
+    path = REPO / "tests/data/device/h100-x1-2026-11-22/nccl-tests-2.19.6-all_reduce-g1-debug.txt"
+    (run,) = parsed(path.read_text())["runs"]
+    assert run["transports"] == ["NET/Socket"]
+    assert run["algorithms"] == []
 
 
 def test_json_report() -> None:

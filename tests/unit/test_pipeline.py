@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from gpuval.checks.model import STATUS_ORDER
 from gpuval.cli import main
 from gpuval.schema import validate
 
@@ -62,16 +63,19 @@ def checks_by_id(run: Path) -> dict[str, dict[str, Any]]:
     return {c["check_id"]: c for c in results(run)["checks"]}
 
 
-def test_healthy_run_passes_and_explains_forty_percent_of_duplex(tmp_path: Path) -> None:
+def test_healthy_run_passes_and_explains_the_duplex_figure(tmp_path: Path) -> None:
     run = lambda_run(tmp_path)
     assert main(["report", str(run), "--quiet"]) == 0
     busbw = checks_by_id(run)["nccl-tests.all_reduce.busbw"]
     assert busbw["status"] == "pass"
+    # judged on the floor of the large-message plateau: from 256 MiB (339.81, within 10 % of the
+    # best 355.89 at 1 GiB) on, its lowest row is 339.81 GB/s = 76 % of 450 (38 % of 900)
     assert (
-        "= 79 % of the 450 GB/s per-direction NVLink 4 peak (40 % of the 900 GB/s duplex"
-        in busbw["reason"]
+        "339.8 GB/s = 76 % of the 450 GB/s per-direction NVLink 4 peak (38 % of the 900 GB/s "
+        "duplex" in busbw["reason"]
     )
-    assert results(run)["verdict"] == "warn"  # the NIC behind the host bridge
+    # the NIC behind the host bridge is said, not held against the node
+    assert results(run)["verdict"] == "pass"
     for name in ("results.json", "measurements.csv", "report.html", "summary.json", "junit.xml"):
         assert (run / name).is_file(), name
 
@@ -172,24 +176,26 @@ def test_sample_run_verdict_is_what_its_readme_says(sample_report: tuple[int, Pa
         ("dgx-8xa100", "nccl-tests.all_reduce.correctness"),
     ]
     worst = {h: c["status"] for h, c in _host_status(results(out)).items()}
+    # GPUs of unknown model cannot be judged: unjudged, never a pass; a declared model no output
+    # names is confirmed when the links are exactly its board's (NV18 x28: HGX H100 8-GPU)
     assert worst == {
         "dgx-8xa100": "fail",
         "dgx-8xh100": "warn",
-        "dual-gpu-nvlink": "pass",
-        "dual-gpu-pcie": "pass",
-        "lambda-4xh100": "warn",
+        "dual-gpu-nvlink": "unjudged",
+        "dual-gpu-pcie": "unjudged",
+        "lambda-4xh100": "pass",
     }
     reasons = {(c["host"], c["check_id"]): c["reason"] for c in results(out)["checks"]}
-    assert reasons[("lambda-4xh100", "nccl-tests.all_reduce.busbw")].startswith("355.9 GB/s = 79 %")
-    assert reasons[("dgx-8xa100", "nccl-tests.all_reduce.busbw")].startswith("234.6 GB/s = 78 %")
+    # each judged on the floor of its large-message plateau (rows within 10 % of the best)
+    assert reasons[("lambda-4xh100", "nccl-tests.all_reduce.busbw")].startswith("339.8 GB/s = 76 %")
+    assert reasons[("dgx-8xa100", "nccl-tests.all_reduce.busbw")].startswith("222.7 GB/s = 74 %")
 
 
 def _host_status(document: dict[str, Any]) -> dict[str, dict[str, str]]:
-    order = ["error", "fail", "warn", "pass"]
     hosts: dict[str, dict[str, str]] = {}
     for check in document["checks"]:
         current = hosts.setdefault(check["host"], {"status": "pass"})
-        if order.index(check["status"]) < order.index(current["status"]):
+        if STATUS_ORDER.index(check["status"]) < STATUS_ORDER.index(current["status"]):
             current["status"] = check["status"]
     hosts.pop("cluster", None)
     return hosts

@@ -3,27 +3,23 @@ with expected steps, raw files named by the pair convention, every output file j
 
 from __future__ import annotations
 
-import copy
 import html
 import json
 import re
 import shutil
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pytest
+from tests.run_folders import iperf3_pair_steps, write_iperf3_try, write_run_json
 
 from gpuval.cli import main
 from gpuval.schedule import circle_rounds
 from gpuval.schema import validate
 
-OUTPUTS = Path(__file__).parents[1] / "data" / "outputs" / "iperf3"
-# A real iperf 3.9 TCP client run (-J); each pair file is this document at another rate.
-TEMPLATE: dict[str, Any] = json.loads((OUTPUTS / "openwisp-iperf3.9-tcp-client.json").read_text())
-REFUSED = (OUTPUTS / "openwisp-iperf3.7-connect-refused.json").read_text()
 HOSTS = ["node1", "node2", "node3", "node4"]
 
 Rate = Callable[[str, str], float | None]  # (sender, receiver) -> Gbit/s; None: refused
@@ -41,70 +37,26 @@ def throttled(src: str, dst: str) -> float:
 
 
 EVIDENCE = (
-    "iperf3 TCP: 3 of its 3 pairs low: node3: its pairs 0.91 (node1), 0.92 (node2), "
-    "0.93 (node4) Gbit/s vs cluster median 14.5 Gbit/s (6 %)"
+    "iperf3 TCP: none of its pairs is healthy: node3: its pairs 0.91 (node1), 0.92 (node2), "
+    "0.93 (node4) Gbit/s vs 14.5 Gbit/s that healthy pairs reach (6 %)"
 )
 
 
-def _scaled(node: Any, factor: float) -> None:
-    """Every bits_per_second and bytes of the document times `factor` (intervals and totals)."""
-    if isinstance(node, list):
-        for item in node:
-            _scaled(item, factor)
-    elif isinstance(node, dict):
-        for key, value in node.items():
-            if key == "bits_per_second":
-                node[key] = value * factor
-            elif key == "bytes" and isinstance(value, int):
-                node[key] = round(value * factor)
-            else:
-                _scaled(value, factor)
-
-
-def iperf3_json(server: str, gbps: float | None, reverse: bool) -> str:
-    if gbps is None:
-        return REFUSED
-    document = copy.deepcopy(TEMPLATE)
-    _scaled(document, gbps * 1e9 / TEMPLATE["end"]["sum_received"]["bits_per_second"])
-    document["start"]["connecting_to"]["host"] = server
-    document["start"]["test_start"]["reverse"] = int(reverse)
-    return json.dumps(document, indent=2)
-
-
-def write_step(run: Path, host: str, name: str, text: str, exit_code: int) -> None:
-    folder = run / "raw" / host
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{name}.json").write_text(text)
-    sidecar = {
-        "schema_version": 1, "name": name, "host": host, "phase": "network",
-        "raw": f"{name}.json", "command": "iperf3 -J -t 10 -c peer", "tool": "iperf3",
-        "cwd": None, "env": {}, "exit_code": exit_code, "timed_out": False, "timeout_s": 60,
-        "started_at": None, "ended_at": None, "duration_s": 10.2, "skipped": None,
-    }  # fmt: skip
-    (folder / f"{name}.meta.json").write_text(json.dumps(sidecar))
-
-
-def pair_steps(hosts: list[str]) -> Iterator[tuple[str, str, str, str]]:
-    """(client, sender, receiver, step name) of every first try: the client (first host of
-    the pair) runs `iperf3 -c peer -J` and `iperf3 -c peer -R -J`, both saved in its folder."""
-    for number, pairs in enumerate(circle_rounds(hosts), start=1):
-        for a, b in pairs:
-            for src, dst in ((a, b), (b, a)):
-                yield a, src, dst, f"pair-iperf3-r{number}-{src}--{dst}-try1"
+# No sysfs-net step: the TCP interface's speed is unknown, so the pairs cannot be compared with
+# the line rate. Unjudged, never a pass.
+LINE_RATE_UNKNOWN = ("unjudged", "pairs.iperf3.line-rate", "cluster")
 
 
 def pair_run(run: Path, rate: Rate, unreachable: str | None = None) -> Path:
     expected: dict[str, list[str]] = {host: [] for host in HOSTS}
-    for client, src, dst, name in pair_steps(HOSTS):
+    for client, src, dst, name in iperf3_pair_steps(HOSTS):
         expected[client].append(name)
         if client == unreachable:
             continue
         gbps = None if unreachable in (src, dst) else rate(src, dst)
         server = dst if src == client else src
-        write_step(run, client, name, iperf3_json(server, gbps, src != client), 0 if gbps else 1)
-    meta = {"run_id": "pairs", "started_at": None, "hosts": HOSTS, "expected": expected,
-            "config": {}}  # fmt: skip
-    (run / "run.json").write_text(json.dumps(meta))
+        write_iperf3_try(run, client, name, server, gbps, reverse=src != client)
+    write_run_json(run, "pairs", HOSTS, expected=expected)
     return run
 
 
@@ -128,7 +80,7 @@ def not_passing(run: Path) -> list[tuple[str, str, str]]:
 def test_healthy_pairs_pass_with_every_pair_in_n_minus_1_rounds(tmp_path: Path) -> None:
     run = pair_run(tmp_path, healthy)
     assert report(run) == 0
-    assert not_passing(run) == []
+    assert not_passing(run) == [LINE_RATE_UNKNOWN]
     tries = results(run)["pairs"]["tries"]
     assert len(tries) == 12 and {t["outcome"] for t in tries} == {"ok"}
     assert {(t["a"], t["b"]) for t in tries} == {(a, b) for r in circle_rounds(HOSTS) for a, b in r}
@@ -146,7 +98,7 @@ def test_a_throttled_host_and_only_it_is_flagged_everywhere(tmp_path: Path) -> N
     run = pair_run(tmp_path, throttled)
     assert report(run) == 1
     # node3's low pairs are judged in node3's check (listed there), not one warning each
-    assert not_passing(run) == [("fail", "pairs.iperf3.node", "node3")]
+    assert not_passing(run) == [("fail", "pairs.iperf3.node", "node3"), LINE_RATE_UNKNOWN]
     flagged = [n["node"] for n in results(run)["pairs"]["nodes"] if n["flagged"]]
     assert flagged == ["node3"]
     (node3,) = [c for c in results(run)["checks"] if c["check_id"] == "pairs.iperf3.node"
@@ -168,7 +120,7 @@ def test_a_throttled_host_and_only_it_is_flagged_everywhere(tmp_path: Path) -> N
     assert [(node, "flagged" in verdict) for node, verdict in rows] == [
         ("node3", True), ("node1", False), ("node2", False), ("node4", False),
     ]  # fmt: skip
-    assert '14.5<br><span class="muted">cluster median</span>' in page  # checks table
+    assert '14.5<br><span class="muted">healthy pairs</span>' in page  # checks table
 
 
 def junit_failures(run: Path) -> dict[str, list[str]]:
@@ -184,11 +136,13 @@ def junit_failures(run: Path) -> dict[str, list[str]]:
 
 def test_a_pair_that_passed_on_its_second_try_warns_and_does_not_fail(tmp_path: Path) -> None:
     run = pair_run(tmp_path, healthy)
-    write_step(run, "node2", "pair-iperf3-r2-node2--node4-try1", REFUSED, 1)  # try 1 refused
-    write_step(run, "node2", "pair-iperf3-r2-node2--node4-try2",
-               iperf3_json("node4", 14.7, False), 0)  # fmt: skip
+    write_iperf3_try(run, "node2", "pair-iperf3-r2-node2--node4-try1", "node4", None,
+                     reverse=False)  # fmt: skip
+    write_iperf3_try(run, "node2", "pair-iperf3-r2-node2--node4-try2", "node4", 14.7,
+                     reverse=False)  # fmt: skip
     assert report(run) == 0
-    assert not_passing(run) == [("warn", "pairs.iperf3.link.node2--node4", "cluster")]
+    assert not_passing(run) == [LINE_RATE_UNKNOWN, ("warn", "pairs.iperf3.link.node2--node4",
+                                                     "cluster")]  # fmt: skip
     (link,) = [c for c in results(run)["checks"] if c["status"] == "warn"]
     assert "node2->node4 passed on try 2 (try 1: " in link["reason"]
     assert "unable to connect to server: Connection refused" in link["reason"]
@@ -225,8 +179,8 @@ def test_thresholds_file_sets_the_pair_low_fraction(tmp_path: Path) -> None:
 
 def test_two_reports_of_one_run_are_identical_but_for_the_time(tmp_path: Path) -> None:
     first = pair_run(tmp_path / "a", throttled)
-    write_step(first, "node1", "pair-iperf3-r1-node1--node4-try2",
-               iperf3_json("node4", 14.9, False), 0)  # fmt: skip
+    write_iperf3_try(first, "node1", "pair-iperf3-r1-node1--node4-try2", "node4", 14.9,
+                     reverse=False)  # fmt: skip
     second = tmp_path / "b"
     shutil.copytree(first, second)
     assert report(first) == report(second) == 1

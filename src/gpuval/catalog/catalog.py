@@ -16,7 +16,8 @@ from importlib import resources
 from typing import Any
 
 # `nvidia-smi topo -m` cells that mean "through PCIe" (SOC is the pre-2017 spelling of SYS)
-PCIE_CELLS = frozenset({"PIX", "PXB", "PHB", "NODE", "SYS", "SOC"})
+PCIE_CELLS = frozenset({"PIX", "PXB", "PHB", "NODE", "SYS", "SOC", "PCIE"})  # PCIE: amd-smi
+XGMI_CELL = "XGMI"
 _NVLINK_CELL = re.compile(r"^NV(\d+)$")
 
 
@@ -170,6 +171,14 @@ def pair_peak(cell: str, gpu: GpuModel | None) -> Peak | None:
     links = nvlink_count(cell)
     if links is not None:
         return _nvlink_peak(links, gpu, cell.strip())
+    if cell.strip().upper() == XGMI_CELL and (gpu.interconnect or "").startswith("xgmi"):
+        link = _links()[gpu.interconnect or ""]
+        return Peak(
+            per_direction_gbps=float(link["per_peer_per_direction_gbps"]),
+            basis=f"AMD XGMI {gpu.model}: {link['per_peer_per_direction_gbps']:g} GB/s per peer",
+            source=source_text(str(link["source"])),
+            link="XGMI",
+        )
     if cell.strip().upper() in PCIE_CELLS:
         return pcie_peak(gpu.pcie_gen)
     return None

@@ -18,6 +18,7 @@ class WarningMeaning:
     meaning: str
     action: str
     source: str
+    internode_only: bool = False  # about traffic between nodes: benign inside one node
 
 
 @cache
@@ -29,7 +30,8 @@ def _rules() -> tuple[tuple[re.Pattern[str], WarningMeaning], ...]:
         (
             re.compile(rule["pattern"], re.IGNORECASE),
             WarningMeaning(rule["class"], rule["meaning"], rule["action"],
-                           sources.get(rule["source"], rule["source"])),
+                           sources.get(rule["source"], rule["source"]),
+                           rule.get("scope") == "internode"),
         )
         for rule in document["rules"]
     )  # fmt: skip
@@ -43,9 +45,13 @@ UNKNOWN = WarningMeaning(
 )
 
 
-def classify(message: str) -> WarningMeaning:
-    """The first rule whose pattern the WARN message matches, else UNKNOWN."""
+def classify(message: str, across_nodes: bool = True) -> WarningMeaning:
+    """The first rule whose pattern the WARN message matches, else UNKNOWN; a message about
+    traffic between nodes is benign in a run inside one node."""
     for pattern, meaning in _rules():
         if pattern.search(message):
+            if meaning.internode_only and not across_nodes:
+                return WarningMeaning("benign", f"{meaning.meaning}; harmless inside one node",
+                                      "none", meaning.source)  # fmt: skip
             return meaning
     return UNKNOWN

@@ -26,7 +26,7 @@ from gpuval.catalog.catalog import (
     source_text,
 )
 
-Fabric = Literal["nvswitch", "mesh", "cube-mesh", "bridge", "pcie", "single"]
+Fabric = Literal["nvswitch", "mesh", "cube-mesh", "xgmi", "bridge", "pcie", "single"]
 Matrix = Sequence[Sequence[str]]
 
 
@@ -40,18 +40,19 @@ class System:
     links_per_gpu: int | None  # cube-mesh: NVLinks each GPU spreads over its peers
     aliases: tuple[str, ...]
     source: str
+    matrix: tuple[tuple[str, ...], ...] | None = None  # a board wired one fixed way (DGX-1 V100)
 
     def fits(self, gpu: GpuModel, count: int) -> bool:
         """Whether a node of `count` GPUs of model `gpu` can be this system. An NVSwitch board
         also serves a virtual machine given part of it (4 GPUs of an 8-GPU board)."""
         if self.gpu_models is not None and gpu.model not in self.gpu_models:
             return False
-        if self.fabric == "pcie" and gpu.nvlink_links and not gpu.nvlink_optional:
-            return False  # an SXM module sits on its NVLink board, never in a PCIe slot
+        if self.fabric == "pcie" and gpu.interconnect and not gpu.nvlink_optional:
+            return False  # an SXM or OAM module sits on its board, never in a PCIe slot
         if self.gpus is None:
             return count >= 1
-        if self.fabric == "nvswitch":
-            return 2 <= count <= self.gpus
+        if self.fabric == "nvswitch":  # a virtual machine may get part of the board
+            return 1 <= count <= self.gpus
         return count == self.gpus
 
     def partition(self, count: int) -> bool:
@@ -78,16 +79,25 @@ def systems() -> tuple[System, ...]:
             links_per_gpu=entry.get("links_per_gpu"),
             aliases=tuple(entry.get("aliases", ())),
             source=source_text(entry["source"]),
+            matrix=tuple(tuple(row) for row in entry["matrix"]) if "matrix" in entry else None,
         )
         for entry in document()["systems"]
     )
 
 
+def _plain(name: str) -> str:
+    return "".join(c for c in name.lower() if c.isalnum())
+
+
 def find_system(name: str) -> System | None:
-    """The catalog system called `name` (or one of its aliases), case and spacing ignored."""
-    wanted = " ".join(name.lower().split())
+    """The catalog system called `name` or one of its aliases (cloud machine types among them);
+    case, spaces and punctuation ignored: "DGX-1 (V100)" is the "DGX-1 V100"."""
+    wanted = _plain(name)
     for system in systems():
-        if wanted in (n.lower() for n in (system.name, *system.aliases)):
+        if wanted in (_plain(n) for n in (system.name, *system.aliases)):
+            return system
+    for system in systems():  # "GCP a3-megagpu-8g": a machine type inside a longer name
+        if any(len(_plain(a)) >= 8 and _plain(a) in wanted for a in system.aliases):
             return system
     return None
 
@@ -111,6 +121,19 @@ def link_problems(system: System, links: Matrix, gpu: GpuModel) -> list[LinkProb
             if cell != expected:
                 found.append(LinkProblem(
                     f"GPU{i}-GPU{j} {cell or '?'} where the {system.name} has {expected}", (i, j)
+                ))  # fmt: skip
+    elif system.fabric == "cube-mesh" and system.matrix and size == len(system.matrix):
+        for i, j in _pairs(size):
+            cell, expected = links[i][j].strip(), system.matrix[i][j]
+            if cell != expected:
+                found.append(LinkProblem(
+                    f"GPU{i}-GPU{j} {cell or '?'} where the {system.name} has {expected}", (i, j)
+                ))  # fmt: skip
+    elif system.fabric == "xgmi":
+        for i, j in _pairs(size):
+            if links[i][j].strip().upper() != "XGMI":
+                found.append(LinkProblem(
+                    f"GPU{i}-GPU{j} {links[i][j] or '?'} where the {system.name} has XGMI", (i, j)
                 ))  # fmt: skip
     elif system.fabric == "cube-mesh":
         for i in range(size):
@@ -158,20 +181,34 @@ def detect_system(gpu: GpuModel, links: Matrix) -> System | None:
     candidates = [s for s in systems() if s.fits(gpu, size)]
     if size == 1:
         candidates = [s for s in candidates if s.fabric in ("single", "pcie")] or candidates
-    if gpu.nvlink_links == 0:
+    if gpu.interconnect is None:  # no NVLink or XGMI at all
         candidates = [s for s in candidates if s.fabric in ("pcie", "single")]
     if not candidates:
         return None
     return max(candidates, key=lambda s: _score(s, links, gpu))
 
 
-def expected_links(system: System, links: Matrix) -> list[list[str]]:
-    """The matrix the node should show: the board's bond where the system fixes it (NVSwitch,
-    full mesh), else the cells the node shows (cube-mesh numbering and bridges vary by node)."""
-    size = len(links)
+def system_matrix(system: System, size: int) -> list[list[str]] | None:
+    """What `size` GPUs of the system are wired with, when the system fixes it: the bond of an
+    NVSwitch board or full mesh, the DGX-1's published matrix; None where it varies by node
+    (bridges, PCIe paths)."""
     if system.fabric in ("nvswitch", "mesh"):
         bond = f"NV{system.links_per_pair}"
         return [["X" if i == j else bond for j in range(size)] for i in range(size)]
+    if system.fabric == "xgmi":
+        return [["X" if i == j else "XGMI" for j in range(size)] for i in range(size)]
+    if system.matrix and size == len(system.matrix):
+        return [list(row) for row in system.matrix]
+    return None
+
+
+def expected_links(system: System, links: Matrix) -> list[list[str]]:
+    """The matrix the node should show: the system's where it fixes one, a PCIe path between
+    every pair of a PCIe server, else the cells the node shows (bridges vary by node)."""
+    size = len(links)
+    fixed = system_matrix(system, size)
+    if fixed is not None:
+        return fixed
     if system.fabric == "pcie":
         return [["X" if i == j else "SYS" for j in range(size)] for i in range(size)]
     return [[str(c) for c in row] for row in links]

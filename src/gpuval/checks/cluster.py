@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 from gpuval.checks.context import Judge
 from gpuval.checks.folder import is_pair_file
-from gpuval.checks.model import Check, Expectation
+from gpuval.checks.model import CLUSTER, Check, Expectation
 from gpuval.checks.references import internode_reference
 from gpuval.checks.thresholds import Thresholds
 from gpuval.checks.wording import band_status, number_text, peak_sentence
@@ -73,7 +73,7 @@ def _bench_bandwidth(
     hosts = sorted(set(run.hosts), key=natural_key)
     check = Check(
         check_id="gpuval-allreduce-bench.all_reduce.busbw",
-        host=raw.host,
+        host=CLUSTER,
         category="bandwidth",
         status="unjudged",
         measured=value,
@@ -102,7 +102,7 @@ def _bench_bandwidth(
                                thresholds.busbw_fail_fraction)  # fmt: skip
     check.reference = round(peak.per_direction_gbps, 2)
     check.reason = f"{where}: {peak_sentence(value, peak)} (best size {best.size_bytes} B)"
-    expectation = Expectation(raw.host, reference.subject, peak.per_direction_gbps,
+    expectation = Expectation(CLUSTER, reference.subject, peak.per_direction_gbps,
                               peak.duplex_gbps, peak.basis, peak.source)  # fmt: skip
     return check, expectation
 
@@ -122,7 +122,7 @@ def allnodes_bench_checks(
         hosts = ", ".join(sorted(set(run.hosts), key=natural_key))
         correct = run.correct is True and run.complete and measured
         checks.append(Check(
-            check_id="gpuval-allreduce-bench.all_reduce.correctness", host=raw.host,
+            check_id="gpuval-allreduce-bench.all_reduce.correctness", host=CLUSTER,
             category="correctness", status="pass" if correct else "fail",
             source=f"{raw.path}:{run.line}",
             reason=f"{run.world_size} ranks on {hosts}: " + (

@@ -14,7 +14,8 @@ def mixed_values_checks(
     judge: Judge, check_id: str, category: Category, label: str, values: dict[str, str]
 ) -> None:
     """One cluster check when hosts disagree on `values` (host -> value), plus one per host of a
-    minority value; with no clear majority, every host is named. One cluster pass otherwise."""
+    minority value; with no clear majority, no host can be blamed and only the cluster fails.
+    One cluster pass otherwise."""
     seen: dict[str, list[str]] = {}
     for host, value in sorted(values.items()):
         seen.setdefault(value, []).append(host)
@@ -23,7 +24,7 @@ def mixed_values_checks(
             ((value, hosts),) = seen.items()
             judge.add(Check(
                 check_id=check_id, host=CLUSTER, category=category, status="pass",
-                measured=value, reason=f"{label} {value} on all {len(hosts)} host(s) that "
+                measured=value, reason=f"{label}: {value} on all {len(hosts)} host(s) that "
                 "report it",
             ))  # fmt: skip
         return
@@ -31,13 +32,13 @@ def mixed_values_checks(
     sizes = sorted((len(h) for h in seen.values()), reverse=True)
     majority = max(seen, key=lambda v: len(seen[v])) if sizes[0] > sizes[1] else None
     for value, hosts in sorted(seen.items()):
-        if value == majority:
+        if majority is None or value == majority:
             continue
         for host in hosts:
-            against = f"the other hosts' {majority}" if majority else "no clear majority"
             judge.add(Check(
                 check_id=check_id, host=host, category=category, status="fail", measured=value,
-                reference=majority, reason=f"{label} {value} here, {against} ({listed})",
+                reference=majority,
+                reason=f"{label}: {value} here, the other hosts' {majority} ({listed})",
             ))  # fmt: skip
     judge.add(Check(
         check_id=check_id, host=CLUSTER, category=category, status="fail",
@@ -53,7 +54,7 @@ def version_checks(judge: Judge) -> None:
         values = {h.name: h.versions[key] for h in judge.evidence.hosts.values()
                   if key in h.versions}  # fmt: skip
         mixed_values_checks(judge, f"consistency.{key}_version", "consistency",
-                            f"{label} version", values)  # fmt: skip
+                            f"{label} versions", values)  # fmt: skip
 
 
 def outlier_checks(judge: Judge) -> None:

@@ -3,6 +3,7 @@ hosts, and whether anything was measured at all. Missing evidence is never a pas
 
 from __future__ import annotations
 
+from gpuval import parsers
 from gpuval.checks.context import Judge
 from gpuval.checks.model import CLUSTER, Check, Status
 from gpuval.records.bandwidth import AllReduceBenchRun, NvbandwidthRun
@@ -64,6 +65,15 @@ def _step_problem(raw: RawFile) -> tuple[Status, str] | None:
     problem = raw.sidecar.problem() if raw.sidecar else None
     if raw.sidecar is None or problem is None:
         return None
+    tool = raw.parse.tool if raw.parse else None
+    if (
+        problem[0] == "exit_status"
+        and tool
+        and raw.parse
+        and raw.parse.runs
+        and (raw.sidecar.exit_code in parsers.normal_exit_codes(tool))
+    ):
+        return None  # e.g. grep's 2 for sysfs files without a value: the output is whole
     step, (kind, detail) = f"step {raw.sidecar.name!r}", problem
     if kind == "skipped":
         # Skipped on purpose (e.g. no GPU): not a hardware failure, but no evidence either.
@@ -85,7 +95,8 @@ def step_checks(judge: Judge) -> None:
             judge.add(Check(
                 check_id=f"step.{raw.sidecar.name}", host=raw.host, category="completeness",
                 status=problem[0], reason=problem[1], source=raw.path,
-                measured=raw.sidecar.exit_code, reference=0,
+                measured=raw.sidecar.exit_code,
+                reference=None if raw.sidecar.skipped else 0,
             ))  # fmt: skip
 
 
@@ -146,13 +157,19 @@ def _measured(raw: RawFile) -> bool:
     return False
 
 
+INSPECTED = ("topology", "hardware", "network")
+
+
 def evidence_check(judge: Judge) -> None:
-    """No measurement at all is an error, never a pass."""
+    """A run with nothing measured and no hardware judged (a board, a GPU count, a port) is an
+    error, never a pass. A preflight-only run that judged its board stands on that."""
     files = judge.evidence.folder.files
-    if not any(_measured(raw) for raw in files):
+    inspected = any(c.category in INSPECTED and c.status != "error" for c in judge.checks)
+    if not inspected and not any(_measured(raw) for raw in files):
         read = sorted({f.parse.tool for f in files if f.parse})
         judge.add(Check(
             check_id="run.evidence", host=CLUSTER, category="completeness", status="error",
-            reason="nothing was measured: no benchmark output was recognised (read: "
-            f"{', '.join(read) or 'nothing'}); no evidence is never a pass",
+            reason="nothing was measured or inspected: no benchmark output and no judgeable "
+            f"hardware description was recognised (read: {', '.join(read) or 'nothing'}); no "
+            "evidence is never a pass",
         ))  # fmt: skip

@@ -3,10 +3,20 @@ replaced by what was found, and a cluster's nodes must be alike."""
 
 from __future__ import annotations
 
+from gpuval.catalog import link_problems
 from gpuval.checks.consistency import mixed_values_checks
 from gpuval.checks.context import Judge
 from gpuval.checks.model import Check, Status
 from gpuval.evidence import HostEvidence
+
+
+def _links_confirm(host: HostEvidence) -> bool:
+    """Whether the node's NVLink matrix is exactly its system's for the declared model: a
+    different GPU would show different link counts."""
+    model, system, topo = host.declared_model, host.system, host.topology
+    if model is None or system is None or topo is None or len(topo.gpus) < 2:
+        return False
+    return not link_problems(system, topo.links, model)
 
 
 def _model_check(judge: Judge, host: HostEvidence) -> None:
@@ -28,6 +38,12 @@ def _model_check(judge: Judge, host: HostEvidence) -> None:
         check.reason = (
             f"declared gpu_model {declared!r} is no GPU the catalog knows: fix the inventory "
             '(gpuval_gpu_model), e.g. "H100 SXM"'
+        )
+    elif seen is None and _links_confirm(host):
+        check.reason = (
+            f"no output names the GPUs, but the links are exactly those of a "
+            f"{host.system.name if host.system else ''} with {host.declared_model.model} GPUs, "
+            "as declared"
         )
     elif seen is None:
         check.status = "unjudged"
@@ -70,10 +86,13 @@ def _system_check(judge: Judge, host: HostEvidence) -> None:
     if not declared:
         return
     if host.declared_system is None:
+        shown = host.detected_system.name if host.detected_system else "no catalog system"
         judge.add(Check(
-            check_id="hardware.system", host=host.name, category="hardware", status="error",
-            reason=f"declared system {declared!r} is not in the catalog: fix the inventory "
-            "(gpuval_system), e.g. \"HGX H100 8-GPU\"",
+            check_id="hardware.system", host=host.name, category="hardware", status="warn",
+            measured=shown, reference=declared,
+            reason=f"declared system {declared!r} is not in the catalog, so the node is judged "
+            f"as what its links show ({shown}); name a catalog system or alias (gpuval_system"
+            "), e.g. \"HGX H100 8-GPU\" or \"a3-megagpu-8g\"",
         ))  # fmt: skip
         return
     detected = host.detected_system

@@ -7,14 +7,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuval.catalog import nvlink_count
-from gpuval.catalog.nccl_warnings import classify
+from gpuval.catalog.nccl_warnings import WarningMeaning, classify
 from gpuval.checks.context import Judge
 from gpuval.checks.folder import is_pair_file
-from gpuval.checks.model import Category, Check, Status
+from gpuval.checks.model import CLUSTER, Category, Check, Status
 from gpuval.checks.references import (
     Reference,
     collective_name,
     is_multinode,
+    named_collective,
     nccl_reference,
     node_peak,
     run_hosts,
@@ -33,11 +34,12 @@ PLATEAU_FRACTION = 0.9  # rows within 10 % of the best large-message busbw are i
 class Problem:
     """Something an nccl-tests output itself says went wrong."""
 
-    aspect: str  # "complete", "correctness", "failed-line", "nccl-warn"
+    aspect: str  # "complete", "correctness", "failed-line", "nccl-warn-<class>"
     status: Status
     category: Category
     reason: str
     line: int | None = None
+    host: str | None = None  # the host the output names (an NCCL WARN line's prefix)
 
 
 def _wrong_rows(run: NcclRun) -> tuple[list[tuple[int, str, int, int | None]], int]:
@@ -88,32 +90,32 @@ def _failed_lines(run: NcclRun) -> list[Problem]:
     return found
 
 
-def _warn_problems(run: NcclRun) -> list[Problem]:
-    """NCCL WARN lines, one problem per class: fatal ones fail, config and unknown ones warn,
-    benign ones are noted (pass)."""
-    by_kind: dict[str, list[tuple[str, int]]] = {}
+def _warn_problems(run: NcclRun, across_nodes: bool) -> list[Problem]:
+    """NCCL WARN lines, one problem per class (and, across nodes, per host that printed them):
+    fatal ones fail, config and unknown ones warn, benign ones are noted (pass)."""
+    found: dict[tuple[str, str | None], list[tuple[str, int, WarningMeaning]]] = {}
     for warning in run.nccl_warnings:
-        meaning = classify(warning.message)
+        meaning = classify(warning.message, across_nodes)
         where = f"{warning.host}: " if warning.host else ""
-        by_kind.setdefault(meaning.kind, []).append((f"{where}{warning.message}", warning.log_line))
+        key = (meaning.kind, warning.host if across_nodes else None)
+        found.setdefault(key, []).append((f"{where}{warning.message}", warning.log_line, meaning))
     statuses: dict[str, Status] = {"fatal": "fail", "config": "warn", "unknown": "warn",
                                    "benign": "pass"}  # fmt: skip
+    order = ("fatal", "config", "unknown", "benign")
     problems = []
-    for kind in ("fatal", "config", "unknown", "benign"):
-        found = by_kind.get(kind, [])
-        if not found:
-            continue
-        meaning = classify(found[0][0].split(": ", 1)[-1])
-        lines = listed([f"'{text}' (line {line})" for text, line in found], 2)
+    for (kind, host), lines in sorted(found.items(), key=lambda kv: (order.index(kv[0][0]),
+                                                                    kv[0][1] or "")):  # fmt: skip
+        meaning = lines[0][2]
+        shown = listed([f"'{text}' (line {line})" for text, line, _ in lines], 2)
         problems.append(Problem(
             f"nccl-warn-{kind}", statuses[kind], "correctness" if kind == "fatal" else "transport",
-            f"{len(found)} {kind} NCCL WARN line(s): {lines}; {meaning.meaning}; "
-            f"do: {meaning.action} [{meaning.source}]", found[0][1],
+            f"{len(lines)} {kind} NCCL WARN line(s): {shown}; {meaning.meaning}; "
+            f"do: {meaning.action} [{meaning.source}]", lines[0][1], host,
         ))  # fmt: skip
     return problems
 
 
-def nccl_problems(run: NcclRun) -> list[Problem]:
+def nccl_problems(run: NcclRun, across_nodes: bool = False) -> list[Problem]:
     """Everything an nccl-tests run's own output says is wrong, most serious first. The one
     correctness rule for nccl-tests, shared by the per-run checks and the pair analysis."""
     problems: list[Problem] = []
@@ -153,32 +155,41 @@ def nccl_problems(run: NcclRun) -> list[Problem]:
         problems.append(Problem("correctness", "warn", "correctness",
                                 "results not validated: #wrong is N/A in every row (run with "
                                 "-c 1)"))  # fmt: skip
-    return problems + _failed_lines(run) + _warn_problems(run)
+    return problems + _failed_lines(run) + _warn_problems(run, across_nodes)
 
 
 def _scope(collective: str, multinode: bool) -> str:
     return f"{collective}.internode" if multinode else collective
 
 
-def _record_problems(judge: Judge, parsed: Parsed[NcclRun], prefix: str) -> None:
+def _named_host(judge: Judge, name: str | None, owner: str) -> str:
+    """The inventory host an output names (NCCL prints hostnames; an inventory name that is the
+    hostname or its short form matches), else the check's owner."""
+    short = (name or "").split(".", 1)[0].lower()
+    return next((h for h in judge.evidence.hosts if h.split(".", 1)[0].lower() == short), owner)
+
+
+def _record_problems(judge: Judge, parsed: Parsed[NcclRun], prefix: str, owner: str,
+                     across_nodes: bool) -> None:  # fmt: skip
     run = parsed.record
-    problems = nccl_problems(run)
+    problems = nccl_problems(run, across_nodes)
     for problem in problems:
         judge.add(Check(
-            check_id=f"{prefix}.{problem.aspect}", host=parsed.host, category=problem.category,
-            status=problem.status, reason=problem.reason, source=parsed.source(problem.line),
+            check_id=f"{prefix}.{problem.aspect}", host=_named_host(judge, problem.host, owner),
+            category=problem.category, status=problem.status, reason=problem.reason,
+            source=parsed.source(problem.line),
         ))  # fmt: skip
     aspects = {p.aspect for p in problems}
     if "complete" not in aspects:
         judge.add(Check(
-            check_id=f"{prefix}.complete", host=parsed.host, category="completeness",
+            check_id=f"{prefix}.complete", host=owner, category="completeness",
             status="pass", measured=len(run.rows), source=parsed.source(),
             reason=f"completed: {len(run.rows)} sizes",
         ))  # fmt: skip
     if "correctness" not in aspects and "out-of-bounds" not in aspects:
         _, seen = _wrong_rows(run)
         judge.add(Check(
-            check_id=f"{prefix}.correctness", host=parsed.host, category="correctness",
+            check_id=f"{prefix}.correctness", host=owner, category="correctness",
             status="pass", measured=0, reference=0, source=parsed.source(),
             reason=f"#wrong 0 in {seen} measurement(s)"
             + (", out of bounds 0 OK" if run.out_of_bounds else ""),
@@ -243,11 +254,12 @@ def bandwidth_check(
     samples: list[Sample],
     reference: Reference,
     algorithms: list[str],
+    owner: str,
 ) -> None:
     judged = judged_sample(samples, judge.thresholds.large_message_min_bytes)
     if judged is None:
         judge.add(Check(
-            check_id=check_id, host=parsed.host, category="bandwidth", status="fail",
+            check_id=check_id, host=owner, category="bandwidth", status="fail",
             reason="no bandwidth rows to judge", source=parsed.source(),
         ))  # fmt: skip
         return
@@ -256,7 +268,7 @@ def bandwidth_check(
     at = f"{half} at {size_text(sample.size_bytes)}"
     check = Check(
         check_id=check_id,
-        host=parsed.host,
+        host=owner,
         category="bandwidth",
         status="unjudged",
         reason="",
@@ -272,7 +284,7 @@ def bandwidth_check(
         )
         judge.add(check)
         return
-    judge.expect(parsed.host, reference.subject, peak)
+    judge.expect(owner, reference.subject, peak)
     fraction = sample.busbw_gbps / peak.per_direction_gbps
     t = judge.thresholds
     status = band_status(fraction, t.busbw_pass_fraction, t.busbw_fail_fraction)
@@ -323,7 +335,7 @@ def _transport_verdict(
     if any(t.lower() in transports for t in RDMA_TRANSPORTS):
         return "pass", "inter-node traffic over RDMA (NET/IB)"
     if "net/socket" not in transports:
-        return "warn", "inter-node transport not visible: run with NCCL_DEBUG=INFO"
+        return None  # not printed (NCCL_DEBUG below INFO): the busbw is judged all the same
     if any(h.active_rails() for h in judge.evidence.hosts.values()):
         return "fail", (
             "NET/Socket (TCP) used across nodes although RDMA ports are active: no GPUDirect "
@@ -339,36 +351,65 @@ def _version_mix(run: NcclRun) -> str | None:
     return None
 
 
+def _single_rank(judge: Judge, host: HostEvidence, parsed: Parsed[NcclRun], check_id: str,
+                 owner: str) -> None:  # fmt: skip
+    """One rank moves no data between GPUs: busbw is 0 by definition. On a one-GPU node that
+    is all there is (its correctness was judged); on a larger node the run was set up wrong."""
+    if host.gpu_count == 1:
+        status: Status = "pass"
+        reason = "one GPU: no link to measure (busbw is 0 by definition); correctness judged"
+    else:
+        status = "warn"
+        gpus = f"a {host.gpu_count}-GPU node" if host.gpu_count else "this node"
+        reason = (
+            f"single rank on {gpus}: busbw is 0 by definition, so this is no bandwidth verdict; "
+            "run one rank per GPU (-g N or -np N)"
+        )
+    judge.add(Check(check_id=check_id, host=owner, category="bandwidth", status=status,
+                    reason=reason, source=parsed.source()))  # fmt: skip
+
+
+def _collective_guessed(judge: Judge, parsed: Parsed[NcclRun], prefix: str, owner: str,
+                        collective: str) -> None:  # fmt: skip
+    if named_collective(parsed.record, parsed.file)[1]:
+        judge.add(Check(
+            check_id=f"{prefix}.collective", host=owner, category="completeness", status="warn",
+            source=parsed.source(parsed.record.start_line),
+            reason=f"the output does not name its collective and neither does the step's "
+            f"command: judged as {collective}, guessed from the table (sendrecv and broadcast "
+            "print tables of the same shape)",
+        ))  # fmt: skip
+
+
 def nccl_checks(judge: Judge, host: HostEvidence, parsed: Parsed[NcclRun]) -> None:
+    """One nccl-tests run. A run across nodes belongs to the cluster, not to the host whose
+    folder holds its file; what its output pins on one host (a WARN line) is that host's."""
     run = parsed.record
     collective = collective_name(run, parsed.file)
     multinode = is_multinode(parsed.file, run_hosts(run))
+    owner = CLUSTER if multinode else parsed.host
     prefix = f"{parsed.tool}.{_scope(collective, multinode)}"
-    _record_problems(judge, parsed, prefix)
+    _record_problems(judge, parsed, prefix, owner, multinode)
+    _collective_guessed(judge, parsed, prefix, owner, collective)
     transport = _transport_verdict(judge, host, run, multinode)
     if transport:
         judge.add(Check(
-            check_id=f"{prefix}.transport", host=parsed.host, category="transport",
+            check_id=f"{prefix}.transport", host=owner, category="transport",
             status=transport[0], reason=transport[1], measured=" ".join(run.transports) or None,
             source=parsed.source(),
         ))  # fmt: skip
     if mixed := _version_mix(run):
         judge.add(Check(
-            check_id=f"{parsed.tool}.nccl-version", host=parsed.host, category="consistency",
+            check_id=f"{parsed.tool}.nccl-version", host=owner, category="consistency",
             status="fail", source=parsed.source(),
             reason=f"mixed NCCL versions in one job ({mixed}): jobs hang or fail",
         ))  # fmt: skip
     if run.nranks == 1:
-        judge.add(Check(
-            check_id=f"{prefix}.busbw", host=parsed.host, category="bandwidth",
-            status="unjudged", source=parsed.source(),
-            reason="single rank: busbw is 0 by definition (nothing to communicate with), so "
-            "this is not a bandwidth verdict; run one rank per GPU (-g N or -np N)",
-        ))  # fmt: skip
+        _single_rank(judge, host, parsed, f"{prefix}.busbw", owner)
         return
     reference = nccl_reference(host, parsed, collective, len(judge.evidence.folder.hosts))
     bandwidth_check(judge, parsed, f"{prefix}.busbw", nccl_samples(run), reference,
-                    run.algorithms)  # fmt: skip
+                    run.algorithms, owner)  # fmt: skip
 
 
 def all_reduce_bench_checks(judge: Judge, host: HostEvidence,
@@ -385,7 +426,7 @@ def all_reduce_bench_checks(judge: Judge, host: HostEvidence,
     samples = [Sample(r.size_bytes, r.busbw_gbps, r.line) for r in run.rows
                if r.busbw_gbps is not None]  # fmt: skip
     reference = node_peak(host, run.collective or "all_reduce", run.nranks)
-    bandwidth_check(judge, parsed, f"{parsed.tool}.busbw", samples, reference, [])
+    bandwidth_check(judge, parsed, f"{parsed.tool}.busbw", samples, reference, [], parsed.host)
 
 
 def collective_checks(judge: Judge) -> None:

@@ -8,7 +8,7 @@ import statistics
 from dataclasses import dataclass
 
 from gpuval.catalog import Peak, nvlink_count, pair_peak, pcie_peak
-from gpuval.catalog.systems import expected_links
+from gpuval.catalog.systems import expected_links, system_matrix
 from gpuval.checks.context import Judge
 from gpuval.checks.model import Check, Status, worst
 from gpuval.checks.wording import band_status, peak_sentence, percent
@@ -19,22 +19,39 @@ from gpuval.records.p2p import P2PRun
 P2P_MATRIX = "bandwidth_unidirectional_p2p_enabled"
 
 
-def _expected_cell(host: HostEvidence, src: int, dst: int) -> str | None:
-    """The link the board puts between two GPUs (the system's, else what topo shows)."""
+def _expected_cell(host: HostEvidence, src: int, dst: int, size: int) -> str | None:
+    """The link the board puts between two GPUs: the system's where it fixes one (even with
+    no topo output), else what topo shows."""
     topo = host.topology
-    if topo is None:
-        return None
     if host.system is not None:
-        expected = expected_links(host.system, topo.links)
-        if src < len(expected) and dst < len(expected):
-            return expected[src][dst]
-    return topo.cell(src, dst)
+        fixed = (expected_links(host.system, topo.links) if topo
+                 else system_matrix(host.system, size))  # fmt: skip
+        if fixed is not None and src < len(fixed) and dst < len(fixed):
+            return fixed[src][dst]
+    return topo.cell(src, dst) if topo else None
 
 
-def _link_class(host: HostEvidence, src: int, dst: int) -> str:
-    """What the pair actually goes through, for sibling comparisons: the topo cell."""
+def _no_peer_access(run: P2PRun) -> set[tuple[int, int]]:
+    """Pairs the test could not reach as peers (connectivity 0, CANNOT Access Peer): their
+    copies are staged through host memory."""
+    staged = {
+        (i, j)
+        for i, row in enumerate(run.connectivity or [])
+        for j, value in enumerate(row)
+        if i != j and value == 0
+    }
+    return staged | {(a.src, a.dst) for a in run.can_access_peer if not a.ok}
+
+
+def _link_class(host: HostEvidence, src: int, dst: int, size: int,
+                staged: set[tuple[int, int]]) -> str:  # fmt: skip
+    """What the pair goes through, for sibling comparisons: the topo cell, else the system's
+    link, else whether the pair had peer access at all."""
     topo = host.topology
-    return (topo.cell(src, dst) if topo else None) or "unknown"
+    cell = (topo.cell(src, dst) if topo else None) or _expected_cell(host, src, dst, size)
+    if cell:
+        return cell
+    return "no peer access" if (src, dst) in staged else "peer access"
 
 
 @dataclass(frozen=True)
@@ -47,19 +64,25 @@ class CellVerdict:
     peak: Peak | None
 
 
-def _cell_verdict(judge: Judge, host: HostEvidence, src: int, dst: int, value: float,
-                  siblings: float) -> CellVerdict:  # fmt: skip
+def _cell_verdict(judge: Judge, host: HostEvidence, cell: tuple[int, int], value: float,
+                  siblings: float, link: str, staged: bool, size: int) -> CellVerdict:  # fmt: skip
+    """A cell against its siblings of the same link class and against its link's peak. A copy
+    staged through host memory (no peer access, no NVLink) pays the staging, so only a fall
+    below the fail band of its PCIe peak is judged there."""
     t = judge.thresholds
-    link = _link_class(host, src, dst)
+    src, dst = cell
     ratio = value / siblings if siblings else 1.0
     status = band_status(ratio, t.p2p_sibling_warn_fraction, t.p2p_sibling_fail_fraction)
     why = [f"{percent(ratio)} of the median {siblings:.1f} GB/s of its {link} siblings"]
-    cell = _expected_cell(host, src, dst)
-    peak = pair_peak(cell, host.model) if cell and host.model else None
+    expected = _expected_cell(host, src, dst, size)
+    peak = pair_peak(expected, host.model) if expected and host.model else None
     if peak is not None:
         fraction = value / peak.per_direction_gbps
-        status = worst([status, band_status(fraction, t.p2p_pass_fraction, t.p2p_fail_fraction)])
-        why.insert(0, peak_sentence(value, peak))
+        through_host = staged and nvlink_count(expected or "") is None
+        pass_fraction = t.p2p_fail_fraction if through_host else t.p2p_pass_fraction
+        status = worst([status, band_status(fraction, pass_fraction, t.p2p_fail_fraction)])
+        staging = " (no peer access: staged through host memory)" if through_host else ""
+        why.insert(0, peak_sentence(value, peak) + staging)
     return CellVerdict(src, dst, value, status, f"GPU{src}->GPU{dst}: " + "; ".join(why), peak)
 
 
@@ -77,24 +100,16 @@ def _failures(judge: Judge, parsed: Parsed[P2PRun]) -> None:
         ))  # fmt: skip
 
 
-def _connectivity(judge: Judge, host: HostEvidence, parsed: Parsed[P2PRun]) -> None:
-    """Connectivity 0 (or CANNOT Access Peer) where topo shows NVLink: peer access is broken."""
-    run = parsed.record
-    broken = {
-        (i, j)
-        for i, row in enumerate(run.connectivity or [])
-        for j, value in enumerate(row)
-        if i != j and value == 0
-    }
-    broken |= {(a.src, a.dst) for a in run.can_access_peer if not a.ok}
-    for i, j in sorted(broken):
-        cell = host.topology.cell(i, j) if host.topology else None
+def _connectivity(judge: Judge, host: HostEvidence, parsed: Parsed[P2PRun], size: int) -> None:
+    """No peer access where the board has NVLink: P2P over NVLink is broken."""
+    for i, j in sorted(_no_peer_access(parsed.record)):
+        cell = _expected_cell(host, i, j, size)
         if cell and nvlink_count(cell):
             judge.add(Check(
                 check_id=f"p2p.GPU{i}->GPU{j}.access", host=host.name, category="p2p",
                 status="fail", source=parsed.source(),
-                reason=f"GPU{i} cannot access GPU{j} as a peer although topo shows {cell}: "
-                "P2P over NVLink is broken",
+                reason=f"GPU{i} cannot access GPU{j} as a peer although the board joins them "
+                f"with {cell}: P2P over NVLink is broken",
             ))  # fmt: skip
 
 
@@ -102,10 +117,14 @@ def p2p_checks(judge: Judge, host: HostEvidence, parsed: Parsed[P2PRun]) -> None
     _failures(judge, parsed)
     matrix = parsed.record.matrices.get(P2P_MATRIX, [])
     cells = {(i, j): value for i, row in enumerate(matrix) for j, value in enumerate(row) if i != j}
-    if not cells and (parsed.record.num_gpus or len(matrix)) == 1:
+    size = parsed.record.num_gpus or len(matrix)
+    if not cells and size == 1:
+        alone = host.gpu_count in (None, 1)
         judge.add(Check(
-            check_id="p2p.unidirectional", host=host.name, category="p2p", status="unjudged",
-            source=parsed.source(), reason="one GPU: no peer to measure",
+            check_id="p2p.unidirectional", host=host.name, category="p2p",
+            status="pass" if alone else "warn", source=parsed.source(),
+            reason="one GPU: no peer to measure" if alone else
+            f"the test saw one GPU of {host.gpu_count}: no pair measured (CUDA_VISIBLE_DEVICES?)",
         ))  # fmt: skip
         return
     measured = {k: v for k, v in cells.items() if v is not None}
@@ -116,18 +135,21 @@ def p2p_checks(judge: Judge, host: HostEvidence, parsed: Parsed[P2PRun]) -> None
             reason="no Unidirectional P2P=Enabled bandwidth values to judge",
         ))  # fmt: skip
         return
+    staged = _no_peer_access(parsed.record)
+    links = {cell: _link_class(host, *cell, size, staged) for cell in measured}
     by_class: dict[str, list[float]] = {}
-    for (i, j), value in measured.items():
-        by_class.setdefault(_link_class(host, i, j), []).append(value)
+    for cell, value in measured.items():
+        by_class.setdefault(links[cell], []).append(value)
     medians = {link: statistics.median(values) for link, values in by_class.items()}
     verdicts = [
-        _cell_verdict(judge, host, i, j, value, medians[_link_class(host, i, j)])
-        for (i, j), value in sorted(measured.items())
-    ]
+        _cell_verdict(judge, host, cell, value, medians[links[cell]], links[cell],
+                      cell in staged, size)
+        for cell, value in sorted(measured.items())
+    ]  # fmt: skip
     for verdict in verdicts:
         if verdict.peak:
             judge.expect(host.name, f"p2p {verdict.peak.link}", verdict.peak)
-    _connectivity(judge, host, parsed)
+    _connectivity(judge, host, parsed, size)
     flagged = [v for v in verdicts if v.status != "pass"]
     for verdict in flagged:
         judge.add(Check(
@@ -138,10 +160,15 @@ def p2p_checks(judge: Judge, host: HostEvidence, parsed: Parsed[P2PRun]) -> None
         ))  # fmt: skip
     lowest = min(verdicts, key=lambda v: v.value)
     missing = len(cells) - len(measured)
-    unjudged = host.model is None or host.topology is None
+    unjudged = any(v.peak is None for v in verdicts)
     status = worst([v.status for v in verdicts] + (["warn"] if missing else [])
                    + (["unjudged"] if unjudged else []))  # fmt: skip
-    no_peak = "; no link peaks (GPU model or topology unknown): siblings only" if unjudged else ""
+    no_peak = (
+        "; some pairs have no link peak (GPU model, system or topology unknown): compared with "
+        "their siblings only"
+        if unjudged
+        else ""
+    )
     judge.add(Check(
         check_id="p2p.unidirectional", host=host.name, category="p2p", status=status,
         measured=lowest.value, unit="GB/s", source=parsed.source(),
@@ -184,7 +211,7 @@ def _nvbandwidth_cells(host: HostEvidence, name: str, run: NvbandwidthRun,
                     peak = pcie_peak(model.pcie_gen, model.pcie_width) if model else None
                     cells.append((value, peak, f"GPU{gpu}"))
                 else:
-                    cell = _expected_cell(host, src, dst)
+                    cell = _expected_cell(host, src, dst, len(run.devices) or 0)
                     peak = pair_peak(cell, model) if cell and model else None
                     cells.append((value, peak, f"GPU{src}-GPU{dst}"))
     return cells

@@ -162,7 +162,7 @@ def _nccl_value(runs: Sequence[object]) -> Measured:
     for run in runs:
         if not isinstance(run, NcclRun):
             continue
-        failing = [p for p in nccl_problems(run) if p.status == "fail"]
+        failing = [p for p in nccl_problems(run, across_nodes=True) if p.status == "fail"]
         if failing:
             wrong = failing[0].category == "correctness"
             return ("wrong" if wrong else "failed"), None, failing[0].reason
@@ -531,11 +531,12 @@ def _absolute_check(kind: PairKind, verdicts: list[PairVerdict], why_none: str) 
     )
     low = [v for v in judged if v.absolute_status != "pass"]
     first = lowest[0].absolute
+    bound = f"{number_text(first.value)} {kind.unit}" if first else "?"
     verdict = (
         f"{len(low)} of {len(judged)} pair(s) below "
-        f"{first.pass_fraction * 100 if first else 0:.0f} % of the network's {name}"
+        f"{first.pass_fraction * 100 if first else 0:.0f} % of the {bound} {name}"
         if low
-        else f"all {len(judged)} pair(s) within the network's {name}"
+        else f"all {len(judged)} pair(s) within the {bound} {name}"
     )
     return Check(
         check_id=f"pairs.{kind.name}.{name.replace(' ', '-')}", host=CLUSTER,

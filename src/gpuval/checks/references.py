@@ -29,17 +29,21 @@ class Reference:
     why_none: str  # when there is no peak: what is missing, and what to do
 
 
-def collective_name(run: NcclRun, raw: RawFile) -> str:
-    """What the output says it ran (`# Collective test starting: X_perf`), else the sidecar's
-    command (`sendrecv_perf ...`), else what the table suggests, else "unknown": a table alone
-    cannot tell sendrecv from all_reduce."""
+def named_collective(run: NcclRun, raw: RawFile) -> tuple[str, bool]:
+    """(collective, whether only the table suggested it): what the output says it ran
+    (`# Collective test starting: X_perf`), else the sidecar's command (`sendrecv_perf ...`),
+    else the table's guess, else "unknown". A table alone cannot tell sendrecv from all_reduce."""
     if run.collective and not run.collective_inferred:
-        return run.collective
+        return run.collective, False
     command = raw.sidecar.command if raw.sidecar else None
     match = _PERF_PROGRAM.search(command or "")
     if match and match["name"] in COLLECTIVES:
-        return match["name"]
-    return run.collective or "unknown"
+        return match["name"], False
+    return run.collective or "unknown", True
+
+
+def collective_name(run: NcclRun, raw: RawFile) -> str:
+    return named_collective(run, raw)[0]
 
 
 def is_multinode(raw: RawFile, hosts: list[str]) -> bool:

@@ -22,12 +22,12 @@ from gpuval.evidence.model import (
 from gpuval.records.bandwidth import AllReduceBenchRun, NvbandwidthRun
 from gpuval.records.collective_bench import CollectiveBenchRun
 from gpuval.records.interfaces import NetInterfacesRun
-from gpuval.records.nccl import NcclRun
+from gpuval.records.nccl import NcclDevice, NcclRun
 from gpuval.records.network import InfinibandRun
 from gpuval.records.nvidia_smi import NvidiaSmiRun
 from gpuval.records.p2p import P2PRun
 from gpuval.records.software import SoftwareVersionRun
-from gpuval.records.topology import TopologyRun
+from gpuval.records.topology import AmdTopologyRun, TopologyRun
 from gpuval.runfolder import RawFile, RunFolder
 from gpuval.steps import pair_step
 
@@ -73,8 +73,35 @@ def _declared(document: dict[str, Any]) -> Declared:
     )
 
 
-def _gpu_names(files: list[RawFile]) -> list[str]:
-    """GPU names from the preflight's nvidia-smi, then topo-free benchmark device lists."""
+def _short(hostname: str) -> str:
+    return hostname.split(".", 1)[0].lower()
+
+
+def devices_on(files: Iterable[RawFile], host: str) -> list[NcclDevice]:
+    """The GPUs a run across nodes lists on `host` (nccl-tests' device list, the suite's
+    all-reduce bench's ranks; both name hosts by hostname, and an inventory name that is that
+    hostname, or its short form, matches). The run's file lies with its first host, so the other
+    hosts have no output of their own to count their GPUs from."""
+    files = list(files)
+    found = [
+        device
+        for parsed in runs_of(files, NcclRun)
+        if len(parsed.record.hosts) > 1
+        for device in parsed.record.devices
+        if device.host and _short(device.host) == _short(host)
+    ]
+    for bench in runs_of(files, CollectiveBenchRun):
+        ranks = [r for r, h in enumerate(bench.record.hosts) if _short(h) == _short(host)]
+        names = bench.record.devices
+        found += [
+            NcclDevice(rank=r, host=host, device=i, name=names[r] if r < len(names) else None)
+            for i, r in enumerate(ranks)
+        ]
+    return found
+
+
+def _gpu_names(files: list[RawFile], attributed: list[NcclDevice]) -> list[str]:
+    """GPU names from the preflight's nvidia-smi, then benchmark device lists."""
     names = [gpu.name for p in runs_of(files, NvidiaSmiRun) for gpu in p.record.gpus if gpu.name]
     for nccl in runs_of(files, NcclRun):
         names += [d.name for d in nccl.record.devices if d.name]
@@ -88,6 +115,7 @@ def _gpu_names(files: list[RawFile]) -> list[str]:
             names.append(match.group(1))
     for nvb in runs_of(files, NvbandwidthRun):
         names += [d.name for d in nvb.record.devices if d.name]
+    names += [d.name for d in attributed if d.name]
     return [n.strip() for n in names if n.strip()]
 
 
@@ -98,10 +126,10 @@ def _first_model(names: list[str]) -> GpuModel | None:
     return None
 
 
-def _gpu_count(files: list[RawFile]) -> int | None:
+def _gpu_count(files: list[RawFile], attributed: list[NcclDevice]) -> int | None:
     """nvidia-smi's list, else topo's GPU columns, else p2p's num_gpus, else the devices of a
-    single-host nccl-tests run (a multi-host run lists other hosts' GPUs too)."""
-    smi = [len(p.record.gpus) for p in runs_of(files, NvidiaSmiRun) if p.record.format != "nvlink"]
+    single-host nccl-tests run, else those a run across nodes lists on this host."""
+    smi = [len(p.record.gpus) for p in runs_of(files, NvidiaSmiRun)]
     topo = [
         sum(d.startswith("GPU") for d in p.record.devices)
         for p in runs_of(files, TopologyRun)
@@ -109,10 +137,26 @@ def _gpu_count(files: list[RawFile]) -> int | None:
     ]
     p2p = [p.record.num_gpus or 0 for p in runs_of(files, P2PRun)]
     nccl = [len(p.record.devices) for p in runs_of(files, NcclRun) if len(p.record.hosts) <= 1]
-    for counts in (smi, topo, p2p, nccl):
+    across = [len({(d.device, d.pci_bus) for d in attributed})]
+    for counts in (smi, topo, p2p, nccl, across):
         largest = max(counts, default=0)
         if largest:
             return largest
+    return None
+
+
+def _amd_topology(files: list[RawFile]) -> Topology | None:
+    """rocm-smi --showtopo / amd-smi topology as a GPU matrix of XGMI/PCIE cells (no NICs)."""
+    for parsed in runs_of(files, AmdTopologyRun):
+        run = parsed.record
+        size = len(run.link_types)
+        if size == 0 or any(len(row) != size for row in run.link_types):
+            continue
+        links = [
+            ["X" if i == j else (run.link_types[i][j] or "").upper() for j in range(size)]
+            for i in range(size)
+        ]
+        return Topology([f"GPU{i}" for i in range(size)], links, [], {}, parsed.source())
     return None
 
 
@@ -137,7 +181,7 @@ def _topology(files: list[RawFile]) -> Topology | None:
             nic_cells={run.devices[r]: [cell(r, c) for c in nic_index] for r in gpu_index},
             source=parsed.source(),
         )
-    return None
+    return _amd_topology(files)
 
 
 def _pcie(files: list[RawFile]) -> list[GpuPcie]:
@@ -236,7 +280,8 @@ def _host(folder: RunFolder, name: str, reachable: bool, superseded: set[str]) -
     files = [f for f in folder.files if f.host == name]
     judged = [f for f in files if f.path not in superseded]
     declared = _declared(folder.declared(name))
-    names = _gpu_names(files)
+    attributed = devices_on(folder.files, name)
+    names = _gpu_names(files, attributed)
     detected = _first_model(names)
     declared_model = identify_gpu(declared.gpu_model) if declared.gpu_model else None
     topology = _topology(files)
@@ -250,7 +295,7 @@ def _host(folder: RunFolder, name: str, reachable: bool, superseded: set[str]) -
         gpu_names=names,
         detected_model=detected,
         declared_model=declared_model,
-        gpu_count=_gpu_count(files),
+        gpu_count=_gpu_count(files, attributed),
         topology=topology,
         detected_system=system,
         declared_system=find_system(declared.system) if declared.system else None,

@@ -22,6 +22,7 @@ PARSER_MODULES = (
     "p2p_bandwidth",
     "nvidia_smi_topo",
     "nvidia_smi",
+    "amd_topology",
     "all_reduce_bench",
     "nvbandwidth",
     "infiniband",
@@ -56,6 +57,13 @@ def module_for(tool: str) -> ModuleType:
         if tool in module.TOOLS:
             return module
     raise KeyError(f"unknown tool {tool!r}; known: {', '.join(known_tools())}")
+
+
+def normal_exit_codes(tool: str) -> frozenset[int]:
+    """The exit statuses with which `tool`'s output is still whole (a module's
+    NORMAL_EXIT_CODES, else only 0)."""
+    codes: frozenset[int] = getattr(module_for(tool), "NORMAL_EXIT_CODES", frozenset({0}))
+    return codes
 
 
 def parse_text(text: str, source: str | None = None, tool: str | None = None) -> ParseResult | None:

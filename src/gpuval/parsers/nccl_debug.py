@@ -23,9 +23,11 @@ _INDEX_PART = re.compile(r"/\d+(?=/|$)")
 _NET_USING = re.compile(r"NCCL INFO (NET/\S+) : Using")
 _NETWORK = re.compile(r"NCCL INFO Using network (\S+)")
 # `32 coll channels, 32 collnet channels, 16 nvls channels, 32 p2p channels, ...`; the
-# literal lead keeps the scan fast, the counts are read from the few distinct tails.
+# literal lead keeps the scan fast, the counts are read from the few distinct tails. Only the
+# NVLS count says an algorithm is set up: NCCL 2.28 prints "64 collnet channels" on a lone
+# H100 with no CollNet network at all (tests/data/device recordings).
 _CHANNEL_TAIL = re.compile(r" coll channels, (.*)")
-_CHANNEL_COUNTS = re.compile(r"(\d+) (collnet|nvls) channels")
+_NVLS_CHANNELS = re.compile(r"(\d+) nvls channels")
 _ALGO_ENV = re.compile(r"NCCL_ALGO set by environment to (\S+)")
 _NRANKS = re.compile(r"NCCL INFO comm .*?\bn[Rr]anks (\d+)")
 
@@ -138,12 +140,17 @@ def digest(facts: DebugFacts) -> None:
     facts.hosts.update(head for head in heads if head and " " not in head)
     joined = "\n".join(lines)
     facts.transports.update(_transport_name(via) for via in set(_VIA.findall(joined)))
-    facts.transports.update(_NET_USING.findall(joined))
-    facts.transports.update("NET/" + name for name in _NETWORK.findall(joined))
+    networks = {"NET/" + name for name in _NETWORK.findall(joined)}
+    # "NET/IB : Using [RO]; OOB eth0" follows "NET/IB : No device found." when the IB plugin
+    # loads without a device; "Using network Socket" then says what NCCL really chose.
+    facts.transports.update(
+        net for net in _NET_USING.findall(joined)
+        if not networks or any(c.startswith(net) or net.startswith(c) for c in networks)
+    )  # fmt: skip
+    facts.transports.update(networks)
     for tail in set(_CHANNEL_TAIL.findall(joined)):
-        for count, kind in _CHANNEL_COUNTS.findall(tail):
-            if int(count) > 0:
-                facts.algorithms.add("NVLS" if kind == "nvls" else "CollNet")
+        if any(int(count) > 0 for count in _NVLS_CHANNELS.findall(tail)):
+            facts.algorithms.add("NVLS")
     if "NVLS multicast support is available" in joined:
         facts.algorithms.add("NVLS")
     for names in _ALGO_ENV.findall(joined):

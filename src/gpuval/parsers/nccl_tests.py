@@ -600,12 +600,8 @@ class _TextParser:
             self.result.warn(message, number)
         if run.collective is None and run.rows:
             inferred = infer_collective(run)
-            if inferred is not None:
+            if inferred is not None:  # the judge decides, with the sidecar's command
                 run.collective, run.collective_inferred = inferred, True
-                self.result.warn(
-                    f"collective not named in the output; inferred as {inferred} from the table",
-                    run.start_line,
-                )
         if run.rows and not run.complete:
             self.result.warn(
                 "run ended without its footer (# Avg bus bandwidth): incomplete", run.end_line

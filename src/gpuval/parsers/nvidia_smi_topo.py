@@ -31,6 +31,7 @@ _DEVICE_NAME = re.compile(r"^(?:GPU\d+|NIC\d+|[a-z][a-z0-9]*_[a-z0-9_]*\d)$")
 # Link cells are upper-case codes; "N/A" is an affinity value, never a link.
 _LINK_CELL = re.compile(r"^(?!N/A$)[A-Z][A-Za-z0-9#]*$")
 _P2P_CODES = {"OK", "NS", "CNS", "GNS", "TNS", "DR", "U"}
+_TOPOLOGY_CODES = {"NV#", "PIX", "PXB", "PHB", "NODE", "SYS", "SOC"}
 _LEGEND_ENTRY = re.compile(r"^\s*(\S+)\s*=\s*(.+?)\s*$")
 _NIC_LEGEND_ENTRY = re.compile(r"^\s*(NIC\d+)\s*:\s*(\S+)\s*$")
 _TOPO_CELL_AFTER_GPU0 = re.compile(r"GPU0\s+(?:X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC|OK|NS|CNS|GNS)\b")
@@ -88,6 +89,14 @@ class _Reader:
             self.feed(line)
             last = line.number
         self.close_matrix(last)
+        for run in self.result.runs:
+            # A single GPU's matrix holds only "X": its legend tells which command printed it.
+            if (
+                run.matrix == "topology"
+                and set(run.legend) & _P2P_CODES - {"X"}
+                and not (set(run.legend) & _TOPOLOGY_CODES)
+            ):
+                run.matrix = "p2p-capability"
 
     def feed(self, line: Line) -> None:
         text = line.text

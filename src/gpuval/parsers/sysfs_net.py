@@ -14,6 +14,8 @@ from gpuval.records.base import ParseResult
 from gpuval.records.interfaces import NetInterface, NetInterfacesRun
 
 TOOLS = ("sysfs-net",)
+# grep exits 2 when some file could not be read (lo and bridges have no speed): output is whole
+NORMAL_EXIT_CODES = frozenset({0, 2})
 _LINE = re.compile(r"^/sys/class/net/(?P<name>[^/\s]+)/(?P<key>speed|operstate):(?P<value>.*)$")
 
 

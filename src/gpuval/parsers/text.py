@@ -34,10 +34,19 @@ def strip_launcher_prefix(text: str) -> str:
     return _PREFIX.sub("", text, count=1)
 
 
+# Terminal control sequences: nvidia-smi 580 underlines the `topo` header ("\x1b[4mGPU0"),
+# also when its output goes to a file.
+_ANSI_SEQUENCE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
 def iter_lines(text: str) -> Iterator[Line]:
-    """Yield each line with carriage returns and launcher prefixes removed."""
+    """Yield each line with carriage returns, terminal control sequences and launcher prefixes
+    removed."""
     for number, raw in enumerate(text.splitlines(), start=1):
-        yield Line(number, strip_launcher_prefix(raw.rstrip("\r")))
+        line = raw.rstrip("\r")
+        if "\x1b" in line:
+            line = _ANSI_SEQUENCE.sub("", line)
+        yield Line(number, strip_launcher_prefix(line))
 
 
 _NUMBER_NOISE = str.maketrans("", "", "_,")

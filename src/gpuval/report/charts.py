@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuval.checks.model import CLUSTER, Expectation
+from gpuval.checks.nccl import Sample, judged_sample
 from gpuval.checks.references import collective_name, is_multinode, run_hosts
 from gpuval.checks.thresholds import Thresholds
 from gpuval.records.nccl import NcclRun
@@ -68,13 +69,13 @@ class BusbwSeries:
         return f"internode {key}" if self.multinode else key
 
     def large_message_busbw(self, min_bytes: int) -> float | None:
-        """The highest busbw at sizes >= min_bytes, or at the largest size swept (as the
-        busbw check judges it)."""
-        if not self.sizes:
-            return None
-        floor = min(min_bytes, max(self.sizes))
-        values = [bw for size, bw in zip(self.sizes, self.busbw_gbps, strict=True) if size >= floor]
-        return max(values)
+        """The busbw the check judges: the floor of the large-message plateau (or the largest
+        size swept)."""
+        samples = [
+            Sample(size, bw, None) for size, bw in zip(self.sizes, self.busbw_gbps, strict=True)
+        ]
+        judged = judged_sample(samples, min_bytes)
+        return judged.sample.busbw_gbps if judged else None
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from gpuval.checks.model import Check, Expectation
+from gpuval.checks.model import STATUS_ORDER, Check, Expectation
 from gpuval.checks.pairs import KINDS, reference_name
 from gpuval.checks.thresholds import DEFAULTS, Thresholds
 from gpuval.evidence import HostFacts
@@ -394,6 +394,7 @@ def build_context(results: RunResults, thresholds: Thresholds = DEFAULTS) -> dic
     diagnostics = run_diagnostics(results)
     return {
         "results": results,
+        "statuses": STATUS_ORDER,
         "counts": status_counts(checks),
         "failing_hosts": [r.name for r in rows if r.status in ("error", "fail")],
         "open_checks": [c for c in checks if c.status != "pass"],

@@ -1,6 +1,9 @@
 """junit.xml: one testsuite per host (and one for `cluster`), one testcase per check.
 
 CI systems show it natively. JUnit has no "warn": a warning passes, its reason in <system-out>.
+Nor has it "unjudged" (measured, but nothing trustworthy to judge it against): such a check is
+<skipped> with its reason, so CI shows it as neither passed nor failed, as gpuval's own exit
+status does (unjudged exits 0 unless --fail-on asks otherwise).
 """
 
 from __future__ import annotations
@@ -43,6 +46,9 @@ def _testcase(suite: ET.Element, check: Check) -> None:
     elif check.status == "error":
         error = ET.SubElement(case, "error", message=xml_text(check.reason), type="error")
         error.text = _details(check)
+    elif check.status == "unjudged":
+        skipped = ET.SubElement(case, "skipped", message=xml_text(f"unjudged: {check.reason}"))
+        skipped.text = _details(check)
     elif check.status == "warn":
         ET.SubElement(case, "system-out").text = xml_text(f"WARN: {check.reason}\n") + _details(
             check
@@ -54,7 +60,7 @@ def _set_counts(element: ET.Element, checks: list[Check]) -> None:
     element.set("tests", str(len(checks)))
     element.set("failures", str(counts["fail"]))
     element.set("errors", str(counts["error"]))
-    element.set("skipped", "0")
+    element.set("skipped", str(counts["unjudged"]))
 
 
 def build_junit(results: RunResults) -> ET.ElementTree[ET.Element]:

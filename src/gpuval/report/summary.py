@@ -153,9 +153,9 @@ class PairNode:
     pairs: int
     low_pairs: int
     median: float | None
-    reference: float | None  # the cluster median
+    reference: float | None  # what the healthy pairs reach
     unit: str | None
-    reason: str  # the node check's reason: its pairs against the cluster median
+    reason: str  # the node check's reason: its pairs against what healthy pairs reach
 
 
 def pair_nodes(results: RunResults) -> list[PairNode]:
