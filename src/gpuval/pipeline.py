@@ -110,7 +110,12 @@ def _acceptance_checks(
     return checks
 
 
-def build_results(folder: RunFolder, judging: Judging, generated_at: str) -> Judged:
+def build_results(folder: RunFolder, thresholds: Thresholds, generated_at: str) -> RunResults:
+    """Judge a read run folder on the hardware alone (no profile, no baseline)."""
+    return judge_folder(folder, Judging(thresholds=thresholds), generated_at).results
+
+
+def judge_folder(folder: RunFolder, judging: Judging, generated_at: str) -> Judged:
     """Judge a read run folder; the verdict is the worst check (no check at all: error)."""
     evidence = build_evidence(folder)
     profile = judging.profile or (_profile_for(evidence) if judging.auto_profile else None)
@@ -253,7 +258,7 @@ def report_run(
         _say(f"gpuval report: {problem}")
         return exit_code("error")
     generated_at = datetime.now(UTC).isoformat(timespec="seconds")
-    judged = build_results(folder, judging, generated_at)
+    judged = judge_folder(folder, judging, generated_at)
     results = judged.results
     target = out_dir or run_dir
     try:
