@@ -52,7 +52,7 @@ from gpuval.profile import profile_for as profile_for_shapes
 from gpuval.records.base import to_jsonable
 from gpuval.report import write_report_files
 from gpuval.report.prometheus import write_prometheus
-from gpuval.report.summary import key_figures
+from gpuval.report.summary import checks_by_host, key_figures
 from gpuval.report.tables import write_measurements
 from gpuval.results import RunResults, write_results
 from gpuval.runfolder import RunFolder, RunFolderError, read_run_folder
@@ -150,9 +150,11 @@ def _counts(checks: list[Check]) -> str:
 
 def _progress(results: RunResults) -> list[str]:
     lines = []
+    per_host = checks_by_host(results.checks)
+    files_per_host = Counter(f.host for f in results.files)
     for facts in results.hosts:
-        checks = [c for c in results.checks if c.host == facts.name]
-        files = sum(f.host == facts.name for f in results.files)
+        checks = per_host.get(facts.name, [])
+        files = files_per_host[facts.name]
         status = worst([c.status for c in checks]) if checks else "no checks"
         model = f" ({facts.gpu_count or '?'}x {facts.gpu_model})" if facts.gpu_model else ""
         lines.append(f"  {facts.name}{model}: {files} file(s), {_counts(checks)} -> {status}")

@@ -59,10 +59,14 @@ class HistoryError(Exception):
 STATUS_RANK = {"error": 0, "fail": 1, "unjudged": 2, "warn": 3, "pass": 4}
 
 
-def host_status(checks: list[dict[str, Any]], host: str) -> str:
-    """The worst status of the host's checks; a host without checks is an error."""
-    statuses = [c["status"] for c in checks if c["host"] == host]
-    return min(statuses, key=STATUS_RANK.__getitem__) if statuses else "error"
+def host_statuses(checks: list[dict[str, Any]]) -> dict[str, str]:
+    """The worst status of each host's checks (a host without checks is an error)."""
+    found: dict[str, str] = {}
+    for check in checks:
+        host, status = check["host"], check["status"]
+        if host not in found or STATUS_RANK[status] < STATUS_RANK[found[host]]:
+            found[host] = status
+    return found
 
 
 @dataclass(frozen=True)
@@ -87,6 +91,7 @@ class RunEntry:
         """From results.json's fields (its document, or the same built in memory)."""
         started = results.get("meta", {}).get("started_at")
         checks = list(results["checks"])
+        status = host_statuses(checks)
         return cls(
             run_id=str(results["run_id"]),
             run_dir=str(run_dir.resolve()),
@@ -95,7 +100,7 @@ class RunEntry:
             verdict=str(results["verdict"]),
             profile=results.get("profile"),
             baseline=results.get("baseline"),
-            hosts=[{**h, "status": host_status(checks, h["name"])} for h in results["hosts"]],
+            hosts=[{**h, "status": status.get(h["name"], "error")} for h in results["hosts"]],
             checks=checks,
             figures=figures,
         )

@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry, Gauge, write_to_textfile
 
 from gpuval.checks.model import STATUS_ORDER, worst
 from gpuval.figures import KeyFigure
-from gpuval.report.summary import status_counts
+from gpuval.report.summary import checks_by_host, status_counts
 from gpuval.results import RunResults
 
 PROMETHEUS_FILE = "gpuval.prom"
@@ -66,8 +66,7 @@ def build_registry(results: RunResults, figures: list[KeyFigure]) -> CollectorRe
         ["host", "status"],
         registry=registry,
     )
-    for host in sorted({c.host for c in results.checks}):
-        checks = [c for c in results.checks if c.host == host]
+    for host, checks in sorted(checks_by_host(results.checks).items()):
         counts = status_counts(checks)
         host_worst = worst([c.status for c in checks])
         for status in STATUS_ORDER:

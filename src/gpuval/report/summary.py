@@ -60,6 +60,14 @@ def sort_checks(checks: list[Check]) -> list[Check]:
     return sorted(checks, key=lambda c: (STATUS_RANK[c.status], c.host, c.check_id))
 
 
+def checks_by_host(checks: list[Check]) -> dict[str, list[Check]]:
+    """The checks of each host (and of CLUSTER), in their order: one pass, for any host count."""
+    found: dict[str, list[Check]] = {}
+    for check in checks:
+        found.setdefault(check.host, []).append(check)
+    return found
+
+
 def host_names(results: RunResults) -> list[str]:
     """Inventory order first, then any other host that has checks or files."""
     names = [h.name for h in results.hosts]
@@ -88,8 +96,9 @@ def host_rows(results: RunResults, thresholds: Thresholds = DEFAULTS) -> list[Ho
         add(run.host, P2P_METRIC, run.min_unidirectional())
 
     rows = []
+    per_host = checks_by_host(results.checks)
     for name in host_names(results):
-        checks = [c for c in results.checks if c.host == name]
+        checks = per_host.get(name, [])
         rows.append(
             HostRow(
                 name=name,
