@@ -30,12 +30,14 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, Literal
 
 from gpuval.archive import Archive, ArchiveError
 from gpuval.checks.model import Category, Check, Status
 from gpuval.checks.wording import number_text, percent
 from gpuval.figures import KeyFigure, figure_entry, figures_from_summary
+from gpuval.runfolder import load_json
 from gpuval.schema import SchemaError, validate
 
 RuleKind = Literal["variance", "value", "fleet"]
@@ -153,17 +155,10 @@ class BaselineError(Exception):
     """A baseline that cannot be made or read; the message names the file and what to do."""
 
 
-def _read_json(path: Any, what: str) -> dict[str, Any]:
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as problem:
-        raise BaselineError(
-            f"{path}: cannot read {what}: {problem.strerror or problem}"
-        ) from problem
-    except json.JSONDecodeError as problem:
-        raise BaselineError(
-            f"{path}: not valid JSON: {problem.msg} (line {problem.lineno}, column {problem.colno})"
-        ) from problem
+def _read_json(path: Path) -> dict[str, Any]:
+    document, problem = load_json(path, str(path))
+    if problem is not None:
+        raise BaselineError(f"{path}: {problem.message}")
     if not isinstance(document, dict):
         raise BaselineError(f"{path}: must hold a JSON object")
     return document
@@ -181,8 +176,8 @@ def create_baseline(
         run_dir = archive.resolve_run(run_reference)
     except ArchiveError as problem:
         raise BaselineError(str(problem)) from problem
-    summary = _read_json(run_dir / "summary.json", "summary.json")
-    results = _read_json(run_dir / "results.json", "results.json")
+    summary = _read_json(run_dir / "summary.json")
+    results = _read_json(run_dir / "results.json")
     verdict = str(summary.get("verdict"))
     if verdict not in GOOD_VERDICTS and not force:
         raise BaselineError(
@@ -215,7 +210,7 @@ def load_baseline(archive: Archive, name: str) -> Baseline:
             f"no baseline {name!r} in {archive.baselines_dir} (known: {known}); "
             "make one with `gpuval baseline create RUN_DIR --name NAME`"
         )
-    document = _read_json(path, "the baseline")
+    document = _read_json(path)
     try:
         validate(document, "baseline")
     except SchemaError as problem:
