@@ -21,6 +21,7 @@ to do.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from collections import Counter
@@ -191,7 +192,8 @@ def _recorded_profile(run_dir: Path) -> Profile | None:
         document = record["profile"]
     except (OSError, ValueError, KeyError, TypeError) as problem:
         raise ProfileError(f"{path}: not a profile record ({problem})") from problem
-    return parse_profile(json.dumps(document), f"{path} ({record.get('origin', '?')})")
+    profile = parse_profile(json.dumps(document), str(path))
+    return dataclasses.replace(profile, origin=str(record.get("origin") or path))
 
 
 def resolve_judging(
