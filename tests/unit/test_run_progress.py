@@ -1,17 +1,25 @@
 """`gpuval run`'s progress from ansible-runner events (the event shapes of ansible-runner's
 awx_display callback: event, event_data with play, role, task, task_action, host and res), and
-what --tags does to run.json's expected steps."""
+what --tags does to run.json's expected steps, Ctrl-C, and the hook for providers that rent the
+nodes."""
 
 from __future__ import annotations
 
 import io
 import json
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from gpuval.run.launch import Stopper, phase_vars, phases_run
+import pytest
+
+from gpuval.cli import main
+from gpuval.run import launch, providers
+from gpuval.run.launch import RunRequest, Stopper, phase_vars, phases_run
 from gpuval.run.progress import Progress, steps_in_result
+from gpuval.run.providers import ProvisionRequest
 
 
 def event(kind: str, **data: Any) -> dict[str, Any]:
@@ -124,3 +132,45 @@ def test_a_first_interrupt_asks_ansible_to_stop_a_second_kills_it() -> None:
     assert stopper.cancel()
     assert "SIGINT: stopping ansible-playbook (Ctrl-C again to kill it)" in out.getvalue()
     assert "killing ansible-playbook" in out.getvalue()
+
+
+class Rented:
+    """A provider double: hands out an inventory and records that it gave the nodes back."""
+
+    def __init__(self, inventory: Path) -> None:
+        self.inventory = inventory
+        self.requests: list[ProvisionRequest] = []
+        self.released = False
+
+    @contextmanager
+    def cluster(self, request: ProvisionRequest) -> Iterator[Path]:
+        self.requests.append(request)
+        try:
+            yield self.inventory
+        finally:
+            self.released = True
+
+
+def test_a_provider_rents_the_nodes_for_the_run_and_gives_them_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rented = Rented(tmp_path / "rented.ini")
+    monkeypatch.setitem(providers.PROVIDERS, "double", lambda: rented)
+    launched: list[RunRequest] = []
+
+    def launch_double(request: RunRequest) -> int:
+        launched.append(request)
+        return 1
+
+    monkeypatch.setattr(launch, "launch", launch_double)
+    code = main(["run", "--provision", "double", "--profile", "pcie", "--run-id", "r1",
+                 "--reports", str(tmp_path / "reports")])  # fmt: skip
+    assert code == 1  # the run's own exit status
+    (request,) = launched
+    assert request.inventory == tmp_path / "rented.ini"
+    assert request.profile is not None and request.profile.name == "pcie"
+    assert rented.requests[0].run_id == "r1"
+    assert rented.requests[0].run_dir == tmp_path / "reports" / "r1"
+    assert rented.released
+    assert main(["run", "--provision", "nowhere"]) == 2
+    assert "no provisioning provider 'nowhere' (known: double)" in capsys.readouterr().err

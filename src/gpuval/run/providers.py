@@ -7,7 +7,7 @@ cloud's API client), and `gpuval run --provision NAME` then needs no `-i`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +43,3 @@ def provider(name: str) -> Provider:
         raise KeyError(f"no provisioning provider {name!r} (known: {known})")
     return PROVIDERS[name]()
 
-
-def names() -> Iterator[str]:
-    return iter(sorted(PROVIDERS))
