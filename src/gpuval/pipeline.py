@@ -1,6 +1,18 @@
 """`gpuval report RUN_DIR`: read the run folder, build the evidence, judge, write the results
 and the report. One direction: run folder -> evidence -> checks -> report.
 
+Besides the hardware, a run is judged with an acceptance profile (its thresholds and value
+rules) and against a baseline (gpuval.baseline) when there are any:
+- profile: `--profile NAME|FILE`; else the one the run folder records (profile.json, written by
+  `gpuval run`); `auto` picks the shipped profile that fits the detected hardware (or derives
+  one); none: gpuval's default thresholds;
+- baseline: `--baseline NAME` (`none`: no baseline); else the profile's; else the archive's
+  `default` baseline when there is one.
+
+Then the outputs for automation: results.json, summary.json, junit.xml, measurements.csv,
+report.html, gpuval.prom (Prometheus), the run's rows in the reports folder's history database,
+and a webhook notification when the verdict fails and $GPUVAL_WEBHOOK_URL is set.
+
 Exit status: 0 pass, warn or unjudged; 1 fail; 2 error (bad input, or nothing measured).
 `fail_on="warn"` (or "unjudged") makes those verdicts, and any worse, exit 1: for acceptance
 runs that must be spotless. Bad input never shows a traceback: it is one message saying what
@@ -9,25 +21,49 @@ to do.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import sys
 from collections import Counter
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 from referencing.exceptions import Unresolvable
 
 from gpuval import __version__
+from gpuval.archive import Archive
+from gpuval.baseline import (
+    DEFAULT_RULES,
+    Baseline,
+    BaselineError,
+    baseline_checks,
+    load_baseline,
+    value_checks,
+)
 from gpuval.checks import judge_run
 from gpuval.checks.model import STATUS_ORDER, Check, Status, at_least_as_bad, worst
 from gpuval.checks.thresholds import Thresholds, ThresholdsError, load_thresholds
-from gpuval.evidence import build_evidence
+from gpuval.evidence import RunEvidence, build_evidence
+from gpuval.figures import KeyFigure
+from gpuval.history.store import HistoryError, RunEntry, index_run
+from gpuval.notify import payload, send
+from gpuval.profile import Profile, ProfileError, fits, load_profile, node_shape, parse_profile
+from gpuval.profile import profile_for as profile_for_shapes
+from gpuval.records.base import to_jsonable
 from gpuval.report import write_report_files
+from gpuval.report.prometheus import write_prometheus
+from gpuval.report.summary import checks_by_host, key_figures
 from gpuval.report.tables import write_measurements
 from gpuval.results import RunResults, write_results
 from gpuval.runfolder import RunFolder, RunFolderError, read_run_folder
 from gpuval.schema import SchemaError
 
 MAX_FAILURES_SHOWN = 10
+PROFILE_RECORD = "profile.json"  # the profile a run folder was judged with
+AUTO = "auto"
+NO_BASELINE = "none"
+DEFAULT_BASELINE = "default"
 
 
 def exit_code(verdict: Status, fail_on: Status = "fail") -> int:
@@ -37,16 +73,61 @@ def exit_code(verdict: Status, fail_on: Status = "fail") -> int:
     return 1 if at_least_as_bad(verdict, fail_on) else 0
 
 
+@dataclass(frozen=True)
+class Judging:
+    """What a run is judged with besides the hardware."""
+
+    thresholds: Thresholds | None = None  # an override file's; None: the profile's or defaults
+    profile: Profile | None = None
+    auto_profile: bool = False  # choose the profile from the detected hardware
+    baseline: Baseline | None = None
+
+
+@dataclass
+class Judged:
+    results: RunResults
+    thresholds: Thresholds
+    profile: Profile | None
+    figures: list[KeyFigure] = field(default_factory=list)
+
+
+def _profile_for(evidence: RunEvidence) -> Profile:
+    return profile_for_shapes([node_shape(h) for h in evidence.hosts.values()])
+
+
+def _acceptance_checks(
+    evidence: RunEvidence, profile: Profile | None, baseline: Baseline | None,
+    figures: list[KeyFigure], results: RunResults,
+) -> list[Check]:  # fmt: skip
+    """The profile's value rules (for the hosts the profile fits) and the baseline rules."""
+    rules = profile.rules if profile else DEFAULT_RULES
+    checks = []
+    if profile is not None:
+        fitting = {n for n, h in evidence.hosts.items() if fits(profile, node_shape(h))}
+        checks += value_checks([f for f in figures if f.host in fitting], rules)
+    if baseline is not None:
+        models = {h.name: h.gpu_model for h in results.hosts}
+        checks += baseline_checks(figures, baseline, rules, models)
+    return checks
+
+
 def build_results(folder: RunFolder, thresholds: Thresholds, generated_at: str) -> RunResults:
+    """Judge a read run folder on the hardware alone (no profile, no baseline)."""
+    return judge_folder(folder, Judging(thresholds=thresholds), generated_at).results
+
+
+def judge_folder(folder: RunFolder, judging: Judging, generated_at: str) -> Judged:
     """Judge a read run folder; the verdict is the worst check (no check at all: error)."""
     evidence = build_evidence(folder)
+    profile = judging.profile or (_profile_for(evidence) if judging.auto_profile else None)
+    thresholds = judging.thresholds or (profile.thresholds if profile else load_thresholds(None))
     judgement = judge_run(evidence, thresholds)
     run_id = folder.meta.get("run_id")
-    return RunResults(
+    results = RunResults(
         run_id=run_id if isinstance(run_id, str) else folder.run_dir.resolve().name,
         generated_at=generated_at,
         gpuval_version=__version__,
-        verdict=worst([c.status for c in judgement.checks]),
+        verdict="error",
         hosts=[host.facts() for host in evidence.hosts.values()],
         files=folder.files,
         checks=judgement.checks,
@@ -54,7 +135,13 @@ def build_results(folder: RunFolder, thresholds: Thresholds, generated_at: str) 
         diagnostics=folder.diagnostics,
         meta=folder.meta,
         pairs=judgement.pairs.to_dict(),
+        profile=profile.name if profile else None,
+        baseline=judging.baseline.name if judging.baseline else None,
     )
+    figures = key_figures(results, thresholds)
+    results.checks += _acceptance_checks(evidence, profile, judging.baseline, figures, results)
+    results.verdict = worst([c.status for c in results.checks])
+    return Judged(results, thresholds, profile, figures)
 
 
 def _counts(checks: list[Check]) -> str:
@@ -64,9 +151,11 @@ def _counts(checks: list[Check]) -> str:
 
 def _progress(results: RunResults) -> list[str]:
     lines = []
+    per_host = checks_by_host(results.checks)
+    files_per_host = Counter(f.host for f in results.files)
     for facts in results.hosts:
-        checks = [c for c in results.checks if c.host == facts.name]
-        files = sum(f.host == facts.name for f in results.files)
+        checks = per_host.get(facts.name, [])
+        files = files_per_host[facts.name]
         status = worst([c.status for c in checks]) if checks else "no checks"
         model = f" ({facts.gpu_count or '?'}x {facts.gpu_model})" if facts.gpu_model else ""
         lines.append(f"  {facts.name}{model}: {files} file(s), {_counts(checks)} -> {status}")
@@ -93,29 +182,97 @@ def _say(message: str) -> None:
     print(message, file=sys.stderr)
 
 
+def _recorded_profile(run_dir: Path) -> Profile | None:
+    """The profile.json of a run folder (gpuval run writes it), or None."""
+    path = run_dir / PROFILE_RECORD
+    if not path.is_file():
+        return None
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        document = record["profile"]
+    except (OSError, ValueError, KeyError, TypeError) as problem:
+        raise ProfileError(f"{path}: not a profile record ({problem})") from problem
+    profile = parse_profile(json.dumps(document), str(path))
+    return dataclasses.replace(profile, origin=str(record.get("origin") or path))
+
+
+def resolve_judging(
+    run_dir: Path, thresholds_file: Path | None, profile: str | None, baseline: str | None
+) -> Judging:
+    """Judging settings from the command line, the run folder and its reports folder; raises
+    ThresholdsError, ProfileError or BaselineError with a message naming the file."""
+    thresholds = load_thresholds(thresholds_file) if thresholds_file else None
+    chosen = None if profile in (None, AUTO) else load_profile(profile)
+    if profile is None:
+        chosen = _recorded_profile(run_dir)
+    archive = Archive.of_run(run_dir)
+    name = baseline or (chosen.baseline_name if chosen else None)
+    if name == NO_BASELINE:
+        found = None
+    elif name is not None:
+        found = load_baseline(archive, name)
+    elif archive.baseline_path(DEFAULT_BASELINE).is_file():
+        found = load_baseline(archive, DEFAULT_BASELINE)
+    else:
+        found = None
+    return Judging(thresholds, chosen, profile == AUTO, found)
+
+
+def _automation_outputs(
+    judged: Judged, run_dir: Path, target: Path, report: Path | None,
+    prometheus_file: Path | None, webhook_url: str | None, fail_on: Status,
+) -> list[str]:  # fmt: skip
+    """The Prometheus file, the history rows and the webhook; what to say about them. None of
+    them changes the verdict: a broken database or receiver is reported, never fatal."""
+    results = judged.results
+    said = []
+    write_prometheus(results, judged.figures, target, prometheus_file)
+    if judged.profile is not None:
+        (target / PROFILE_RECORD).write_text(
+            json.dumps(judged.profile.record(), indent=2) + "\n", encoding="utf-8"
+        )
+    try:
+        index_run(Archive.of_run(target), RunEntry.from_results(results, judged.figures, target))
+    except HistoryError as problem:
+        said.append(f"history not updated: {problem}")
+    if webhook_url and at_least_as_bad(results.verdict, fail_on):
+        checks = [to_jsonable(c) for c in results.checks]
+        where = str(report or target / "results.json")
+        said.append(send(webhook_url, payload(results.run_id, results.verdict, checks, where)))
+    return said
+
+
 def report_run(
     run_dir: Path,
     out_dir: Path | None = None,
     thresholds_file: Path | None = None,
     quiet: bool = False,
     fail_on: Status = "fail",
+    profile: str | None = None,
+    baseline: str | None = None,
+    prometheus_file: Path | None = None,
+    webhook_url: str | None = None,
 ) -> int:
-    """Judge RUN_DIR and write results.json, measurements.csv and the report; the exit code
-    (see `exit_code`)."""
+    """Judge RUN_DIR and write results.json, measurements.csv, the report and the automation
+    outputs; the exit code (see `exit_code`)."""
     try:
-        thresholds = load_thresholds(thresholds_file)
+        judging = resolve_judging(run_dir, thresholds_file, profile, baseline)
         folder = read_run_folder(run_dir)
-    except (ThresholdsError, RunFolderError) as problem:
+    except (ThresholdsError, ProfileError, BaselineError, RunFolderError) as problem:
         _say(f"gpuval report: {problem}")
         return exit_code("error")
     generated_at = datetime.now(UTC).isoformat(timespec="seconds")
-    results = build_results(folder, thresholds, generated_at)
+    judged = judge_folder(folder, judging, generated_at)
+    results = judged.results
     target = out_dir or run_dir
     try:
         target.mkdir(parents=True, exist_ok=True)
         write_results(results, target)
         write_measurements(results.files, target)
-        report = _write_report(results, target, thresholds)
+        report = _write_report(results, target, judged.thresholds)
+        notes = _automation_outputs(
+            judged, run_dir, target, report, prometheus_file, webhook_url, fail_on
+        )
     except OSError as problem:
         _say(
             f"gpuval report: cannot write into {target}: {problem.strerror or problem}; "
@@ -134,6 +291,14 @@ def report_run(
         )
         for line in _progress(results):
             _say(line)
+        judged_with = [
+            f"profile {judged.profile.name} ({judged.profile.origin})" if judged.profile else "",
+            f"baseline {judging.baseline.name} (run {judging.baseline.run_id})"
+            if judging.baseline
+            else "",
+        ]
+        if any(judged_with):
+            _say("judged with " + " and ".join(part for part in judged_with if part))
     where = report or target / "results.json"
     _say(f"verdict: {results.verdict.upper()} ({_counts(results.checks)}); report: {where}")
     if not quiet:
@@ -143,4 +308,6 @@ def report_run(
             _say(f"  {check.status.upper()} {check.host} {check.check_id}: {check.reason}{at}")
         if len(bad) > MAX_FAILURES_SHOWN:
             _say(f"  ... and {len(bad) - MAX_FAILURES_SHOWN} more in {where}")
+    for note in notes:
+        _say(f"gpuval report: {note}")
     return exit_code(results.verdict, fail_on)

@@ -105,7 +105,7 @@ def _warning(message: str, source: str, line: int | None = None) -> Diagnostic:
     return Diagnostic("warning", message, source, line)
 
 
-def _load_json(path: Path, source: str) -> tuple[Any, Diagnostic | None]:
+def load_json(path: Path, source: str) -> tuple[Any, Diagnostic | None]:
     """A JSON document, or a diagnostic naming the file, line and column of the problem."""
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
@@ -130,7 +130,7 @@ def read_run_json(run_dir: Path) -> tuple[dict[str, Any], list[Diagnostic]]:
                 RUN_JSON,
             )
         ]
-    document, problem = _load_json(path, RUN_JSON)
+    document, problem = load_json(path, RUN_JSON)
     if problem is not None:
         return {}, [problem]
     if not isinstance(document, dict):
@@ -216,7 +216,7 @@ def sidecar_from_document(document: dict[str, Any], host: str, name: str) -> Sid
 def read_sidecar(path: Path, run_dir: Path, host: str) -> tuple[Sidecar | None, list[Diagnostic]]:
     """One sidecar; None (with a diagnostic) when it is not a readable JSON object."""
     source = path.relative_to(run_dir).as_posix()
-    document, problem = _load_json(path, source)
+    document, problem = load_json(path, source)
     if problem is not None:
         return None, [problem]
     if not isinstance(document, dict):

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable
+import weakref
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from gpuval.checks.model import CLUSTER, Expectation
 from gpuval.checks.nccl import Sample, judged_sample
@@ -22,6 +23,7 @@ from gpuval.report.tables import ToolRun, tool_runs
 from gpuval.results import RunResults
 
 Figure = dict[str, Any]
+T = TypeVar("T")
 
 NCCL_TOOLS = ("nccl-tests", "rccl-tests")
 BENCH_TOOL = "all_reduce_bench"  # ml-engineering's torch.distributed benchmark
@@ -123,6 +125,23 @@ def _what_ran(run: ToolRun) -> tuple[bool, str]:
     return False, str(run.data.get("collective") or "all_reduce")
 
 
+def per_run(read: Callable[[RunResults], list[T]]) -> Callable[[RunResults], list[T]]:
+    """Read a run's files once however many views ask (a thousand hosts' files take seconds to
+    turn into series): kept while that RunResults object lives."""
+    kept: dict[int, tuple[weakref.ref[RunResults], list[T]]] = {}
+
+    def cached(results: RunResults) -> list[T]:
+        key = id(results)
+        entry = kept.get(key)
+        if entry is None or entry[0]() is not results:
+            entry = (weakref.ref(results, lambda _: kept.pop(key, None)), read(results))
+            kept[key] = entry
+        return entry[1]
+
+    return cached
+
+
+@per_run
 def busbw_series(results: RunResults) -> list[BusbwSeries]:
     found = []
     for run in tool_runs(results.files, frozenset([*NCCL_TOOLS, BENCH_TOOL])):
@@ -156,6 +175,7 @@ def _matrix(value: Any) -> list[list[float | None]] | None:
     return [[_number(cell) for cell in row] for row in value]
 
 
+@per_run
 def p2p_runs(results: RunResults) -> list[P2PRun]:
     found = []
     for run in tool_runs(results.files, frozenset([P2P_TOOL])):

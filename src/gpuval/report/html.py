@@ -3,7 +3,6 @@ without having run anything: verdict, checks, per-host comparison, charts, prove
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections import Counter
 from dataclasses import dataclass, field
@@ -11,14 +10,16 @@ from functools import cache
 from typing import Any
 
 import jinja2
-from markupsafe import Markup
 
 from gpuval.checks.health import suggested_action
 from gpuval.checks.model import STATUS_ORDER, Check, Expectation
 from gpuval.checks.pairs import KINDS, reference_name
 from gpuval.checks.thresholds import DEFAULTS, Thresholds
 from gpuval.evidence import HostFacts
+from gpuval.pages import environment as page_environment
+from gpuval.pages import format_value
 from gpuval.report import charts
+from gpuval.report.findings import Finding, group_findings, overview, share
 from gpuval.report.summary import (
     BUSBW_PREFIX,
     P2P_METRIC,
@@ -43,6 +44,12 @@ from gpuval.schedule import natural_key
 MAX_DETAIL_HOSTS = 8
 # Passing checks are shown open up to this many; beyond it they fold away under the failures.
 MAX_OPEN_PASSES = 60
+# A finding's checks are written as table rows up to this many; beyond, as JSON the page turns
+# into rows when the finding is opened (failing ones), or only its hosts are named (passing).
+ROWS_INLINE = 64
+# Findings shown open; with many checks not passing only the worst one.
+OPEN_FINDINGS = 5
+OPEN_FINDINGS_MANY = 1
 MAX_OPEN_HOST_ROWS = 20
 MAX_DIAGNOSTICS = 500
 MAX_HOSTS_NAMED = 6
@@ -120,32 +127,6 @@ class StepGroup:
     hosts: tuple[str, ...]
     outcomes: tuple[tuple[str, int], ...]  # ("exit 0", 3), ("unfinished", 1), ("skipped: ...", 1)
     duration_s: tuple[float, ...]
-
-
-def json_for_script(value: Any) -> Markup:
-    """JSON safe inside a <script> element: no '<', '>' or '&' can end it or open a comment."""
-    text = json.dumps(value, ensure_ascii=False, allow_nan=False)
-    for char, escaped in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026")):
-        text = text.replace(char, escaped)
-    text = text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
-    return Markup(text)
-
-
-@cache
-def plotly_js() -> Markup:
-    from plotly.offline import get_plotlyjs
-
-    # '<\/script' is the same string to JavaScript but cannot close the element early.
-    return Markup(str(get_plotlyjs()).replace("</script", "<\\/script"))
-
-
-def format_value(value: object) -> str:
-    """Numbers as measured (no float noise, at most 4 decimals); None as an empty cell."""
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return str(int(value)) if value.is_integer() else str(round(value, 4))
-    return str(value)
 
 
 def metric_label(metric: str) -> str:
@@ -398,6 +379,7 @@ def build_context(results: RunResults, thresholds: Thresholds = DEFAULTS) -> dic
     busbw = _busbw_section(results, chart_set, thresholds)
     p2p = _p2p_section(results, chart_set, detailed)
     checks: list[Check] = sort_checks(results.checks)
+    findings = group_findings(checks)
     shown, folded = split_host_rows(rows, found)
     metrics = list(rows[0].metrics) if rows else []
     diagnostics = run_diagnostics(results)
@@ -411,9 +393,16 @@ def build_context(results: RunResults, thresholds: Thresholds = DEFAULTS) -> dic
         "statuses": STATUS_ORDER,
         "counts": status_counts(checks),
         "failing_hosts": [r.name for r in rows if r.status in ("error", "fail")],
-        "open_checks": [c for c in checks if c.status != "pass"],
-        "passed_checks": [c for c in checks if c.status == "pass"],
+        "open_findings": [f for f in findings if f.status != "pass"],
+        "open_findings_shown": OPEN_FINDINGS
+        if sum(len(f.checks) for f in findings if f.status != "pass") <= ROWS_INLINE * OPEN_FINDINGS
+        else OPEN_FINDINGS_MANY,
+        "open_count": sum(c.status != "pass" for c in checks),
+        "pass_findings": [f for f in findings if f.status == "pass"],
+        "passed_count": sum(c.status == "pass" for c in checks),
+        "rows_inline": ROWS_INLINE,
         "max_open_passes": MAX_OPEN_PASSES,
+        "overview": overview(results.checks, [r.name for r in rows]).document(),
         "rows": rows,
         "rows_shown": shown,
         "rows_folded": folded,
@@ -446,24 +435,38 @@ def build_context(results: RunResults, thresholds: Thresholds = DEFAULTS) -> dic
     }
 
 
+def finding_rows(finding: Finding) -> list[list[str | None]]:
+    """A finding's checks as the page's script draws them: status, host, check, reason (None:
+    the headline's), measured, reference and what it is, unit, source, how much was reached."""
+    rows = []
+    for check in finding.checks:
+        reached = share(check)
+        label = reference_name(check)
+        rows.append(
+            [
+                check.status, check.host, check.check_id,
+                None if check.reason == finding.example.reason else check.reason,
+                format_value(check.measured), format_value(check.reference),
+                label if check.reference is not None and label != "reference" else None,
+                check.unit or "", check.source or "",
+                f"{round(reached[0] * 100)} %" if reached else "",
+                reached[1] if reached else None,
+            ]
+        )  # fmt: skip
+    return rows
+
+
 @cache
 def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("gpuval.report", "templates"),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    env.filters["value"] = format_value
-    env.filters["script_json"] = json_for_script
+    env = page_environment().overlay()
     env.globals.update(
         link_class=link_class,
         metric_label=metric_label,
         name_hosts=name_hosts,
-        plotly_js=plotly_js,
         reference_name=reference_name,
         suggested_action=suggested_action,
+        share=share,
+        finding_rows=finding_rows,
     )
     return env
 

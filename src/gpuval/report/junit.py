@@ -14,7 +14,7 @@ import xml.etree.ElementTree as ET
 from gpuval.checks.health import suggested_action
 from gpuval.checks.model import CLUSTER, Check
 from gpuval.checks.pairs import reference_name
-from gpuval.report.summary import host_names, sort_checks, status_counts
+from gpuval.report.summary import checks_by_host, host_names, sort_checks, status_counts
 from gpuval.results import RunResults
 
 # XML 1.0 forbids most control characters (ANSI colour codes in logs would make the file
@@ -71,10 +71,11 @@ def build_junit(results: RunResults) -> ET.ElementTree[ET.Element]:
     _set_counts(root, results.checks)
     checks = sort_checks(results.checks)
     suites = host_names(results)
-    if any(c.host == CLUSTER for c in checks):
+    per_host = checks_by_host(checks)
+    if CLUSTER in per_host:
         suites.append(CLUSTER)
     for host in suites:
-        host_checks = [c for c in checks if c.host == host]
+        host_checks = per_host.get(host, [])
         suite = ET.SubElement(
             root, "testsuite", name=xml_text(host), timestamp=xml_text(results.generated_at)
         )

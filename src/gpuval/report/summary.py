@@ -13,8 +13,10 @@ from typing import Any
 from gpuval.checks.health import HEALTH_SUBJECTS, health_subject, suggested_action
 from gpuval.checks.model import CLUSTER, STATUS_ORDER, Check, Status, worst
 from gpuval.checks.thresholds import DEFAULTS, Thresholds
+from gpuval.figures import KeyFigure, figure_entry
 from gpuval.records.base import Diagnostic, to_jsonable
 from gpuval.report.charts import busbw_series, p2p_runs
+from gpuval.report.figures import health_figures, pair_figures
 from gpuval.results import RunResults
 
 SCHEMA_VERSION = 1
@@ -59,6 +61,14 @@ def sort_checks(checks: list[Check]) -> list[Check]:
     return sorted(checks, key=lambda c: (STATUS_RANK[c.status], c.host, c.check_id))
 
 
+def checks_by_host(checks: list[Check]) -> dict[str, list[Check]]:
+    """The checks of each host (and of CLUSTER), in their order: one pass, for any host count."""
+    found: dict[str, list[Check]] = {}
+    for check in checks:
+        found.setdefault(check.host, []).append(check)
+    return found
+
+
 def host_names(results: RunResults) -> list[str]:
     """Inventory order first, then any other host that has checks or files."""
     names = [h.name for h in results.hosts]
@@ -87,8 +97,9 @@ def host_rows(results: RunResults, thresholds: Thresholds = DEFAULTS) -> list[Ho
         add(run.host, P2P_METRIC, run.min_unidirectional())
 
     rows = []
+    per_host = checks_by_host(results.checks)
     for name in host_names(results):
-        checks = [c for c in results.checks if c.host == name]
+        checks = per_host.get(name, [])
         rows.append(
             HostRow(
                 name=name,
@@ -100,6 +111,30 @@ def host_rows(results: RunResults, thresholds: Thresholds = DEFAULTS) -> list[Ho
             )
         )
     return rows
+
+
+def metric_figure_name(metric: str) -> str:
+    """A host metric's name as a key figure: "busbw.all_reduce", "busbw.internode.all_reduce",
+    "p2p.min"."""
+    if metric == P2P_METRIC:
+        return "p2p.min"
+    return "busbw." + metric.removeprefix(BUSBW_PREFIX).replace(" ", ".")
+
+
+def key_figures(
+    results: RunResults, thresholds: Thresholds = DEFAULTS, rows: list[HostRow] | None = None
+) -> list[KeyFigure]:
+    """The run's key figures (gpuval.report.figures), host by host in host order."""
+    rows = host_rows(results, thresholds) if rows is None else rows
+    found = [
+        KeyFigure(row.name, metric_figure_name(metric), value, "GB/s", True)
+        for row in rows
+        for metric, value in row.metrics.items()
+        if value is not None
+    ]
+    found += pair_figures(results) + health_figures(results)
+    order = {name: i for i, name in enumerate(host_names(results))}
+    return sorted(found, key=lambda f: (order.get(f.host, len(order)), f.host, f.name))
 
 
 def outliers(rows: list[HostRow], thresholds: Thresholds = DEFAULTS) -> list[Outlier]:
@@ -281,6 +316,9 @@ def build_summary(results: RunResults, thresholds: Thresholds = DEFAULTS) -> dic
         if cluster_checks
         else None,
         "outliers": [to_jsonable(o) for o in outliers(rows, thresholds)],
+        "figures": [figure_entry(f) for f in key_figures(results, thresholds, rows)],
+        "profile": results.profile,
+        "baseline": results.baseline,
         "pairs": _pair_summary(results),
         "node_health": _health_summary(results),
         "diagnostics": {
