@@ -17,7 +17,7 @@ from gpuval.schema import validate
 DEVICE = Path(__file__).resolve().parents[1] / "data" / "device"
 ENTRIES = [
     (folder, entry)
-    for folder in sorted(p for p in DEVICE.iterdir() if p.is_dir())
+    for folder in sorted(p.parent for p in DEVICE.glob("*/manifest.json"))
     for entry in json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
 ]
 H100 = DEVICE / "h100-x1-2026-11-22"
