@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -35,14 +36,28 @@ description:
   - On timeout the whole process group of the command is killed (SIGTERM, then SIGKILL after
     O(kill_grace_s) seconds), so children such as C(mpirun) ranks do not linger.
   - With O(skip_reason) nothing runs; only a sidecar with C(skipped) and C(raw) null is written.
+  - With O(steps), runs several steps one after another in one call (the preflight probes),
+    each with its own raw file and sidecar, and returns one result per step in RV(results).
 version_added: "0.1.0"
 options:
   name:
     description:
       - Step name; the base name of the raw file and of the sidecar.
       - Letters, digits, C(.), C(_) and C(-) only.
+      - Required unless O(steps) is given.
     type: str
-    required: true
+  steps:
+    description:
+      - Several steps, run in order. Each is a dict with the keys C(name), C(command), C(tool),
+        C(raw_ext), C(timeout), C(skip_reason) and C(return_output) of the options of the same
+        name (O(phase), O(dest), O(host), O(env), O(chdir), O(timeout) and O(kill_grace_s) are
+        shared), and C(search).
+      - C(search) (a list, possibly empty) makes a missing program a skip instead of a failure;
+        the first executable of C(search) is run in place of the first word of C(command), else
+        that word found on PATH (and /sbin, /usr/sbin); when none is found the step is recorded
+        as skipped with C(<program> not found on this host) and C(skip_note) after it.
+    type: list
+    elements: dict
   dest:
     description: Folder of the node's raw outputs for this run; created when missing.
     type: path
@@ -126,6 +141,15 @@ EXAMPLES = r"""
     timeout: 1800
   tags: [molecule-idempotence-notest]
 
+- name: Run the preflight probes in one call
+  gpuval_capture:
+    dest: "{{ gpuval_node_run_dir }}"
+    host: "{{ inventory_hostname }}"
+    phase: preflight
+    steps:
+      - {name: nvidia-smi-topo, command: [nvidia-smi, topo, -m], tool: nvidia-smi-topo, search: []}
+      - {name: os-release, command: "uname -a; cat /etc/os-release", tool: os-release}
+
 - name: Record that the peer-to-peer test was not run
   gpuval_capture:
     name: p2pBandwidthLatencyTest
@@ -172,6 +196,11 @@ output_truncated:
   description: Whether RV(output) is shorter than the raw file.
   returned: when O(return_output) is true and the command ran
   type: bool
+results:
+  description: With O(steps), one result per step (its C(name) and the values above).
+  returned: when O(steps) is given
+  type: list
+  elements: dict
 """
 
 
@@ -180,7 +209,8 @@ OUTPUT_RETURN_LIMIT = 1 << 20
 STEP_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
 
 ARGUMENT_SPEC: dict[str, Any] = {
-    "name": {"type": "str", "required": True},
+    "name": {"type": "str"},
+    "steps": {"type": "list", "elements": "dict"},
     "dest": {"type": "path", "required": True},
     "command": {"type": "raw"},
     "phase": {
@@ -282,20 +312,24 @@ def read_head(path: str, limit: int) -> tuple[str, bool]:
     return data[:limit].decode("utf-8", errors="replace"), len(data) > limit
 
 
-def build_sidecar(params: dict[str, Any], host: str, cwd: str) -> dict[str, Any]:
+STEP_KEYS = ("name", "command", "tool", "raw_ext", "timeout", "skip_reason", "return_output")
+SEARCH_PATH_EXTRA = "/sbin:/usr/sbin"
+
+
+def build_sidecar(step: dict[str, Any], common: dict[str, Any], cwd: str) -> dict[str, Any]:
     """The sidecar as written before the command starts (exit_code null)."""
-    env = {key: str(value) for key, value in params["env"].items()}
-    skipped = params["skip_reason"]
-    command = params["command"]
-    timeout = params["timeout"]
+    env = {key: str(value) for key, value in common["env"].items()}
+    skipped = step["skip_reason"]
+    command = step["command"]
+    timeout = step["timeout"]
     return {
         "schema_version": SCHEMA_VERSION,
-        "name": params["name"],
-        "host": host,
-        "phase": params["phase"],
-        "raw": None if skipped else f"{params['name']}.{params['raw_ext']}",
+        "name": step["name"],
+        "host": common["host"] or socket.gethostname(),
+        "phase": common["phase"],
+        "raw": None if skipped else f"{step['name']}.{step['raw_ext']}",
         "command": None if command is None else command_text(command),
-        "tool": params["tool"],
+        "tool": step["tool"],
         "cwd": cwd,
         "env": env,
         "exit_code": None,
@@ -308,70 +342,100 @@ def build_sidecar(params: dict[str, Any], host: str, cwd: str) -> dict[str, Any]
     }
 
 
-def validate(module: AnsibleModule) -> None:
-    """Argument checks that argument_spec cannot express."""
-    params = module.params
-    if not STEP_NAME.match(params["name"]):
-        module.fail_json(
-            msg=f"name {params['name']!r} may hold only letters, digits, '.', '_', '-'"
-        )
-    if not STEP_NAME.match(params["raw_ext"]) or params["raw_ext"] == "meta.json":
-        module.fail_json(msg=f"raw_ext {params['raw_ext']!r} is not a plain file extension")
-    command = params["command"]
-    if params["skip_reason"] is None:
+def step_problem(step: dict[str, Any]) -> str | None:
+    """Argument checks that argument_spec cannot express; None when the step is fine."""
+    if not isinstance(step["name"], str) or not STEP_NAME.match(step["name"]):
+        return f"name {step['name']!r} may hold only letters, digits, '.', '_', '-'"
+    raw_ext = step["raw_ext"]
+    if not isinstance(raw_ext, str) or not STEP_NAME.match(raw_ext) or raw_ext == "meta.json":
+        return f"raw_ext {raw_ext!r} is not a plain file extension"
+    command = step["command"]
+    if step["skip_reason"] is None:
         if command is None or command == "" or command == []:
-            module.fail_json(msg="command is required unless skip_reason is given")
+            return "command is required unless skip_reason is given"
         if not isinstance(command, (str, list)):
-            module.fail_json(msg="command must be a string or a list of arguments")
-    if params["timeout"] < 0:
-        module.fail_json(msg="timeout must be >= 0 (0: no limit)")
+            return "command must be a string or a list of arguments"
+    if not isinstance(step["timeout"], (int, float)) or step["timeout"] < 0:
+        return "timeout must be >= 0 (0: no limit)"
+    return None
 
 
-def main() -> None:
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    validate(module)
-    params = module.params
-    dest = params["dest"]
-    name = params["name"]
-    cwd = params["chdir"] or os.getcwd()
+def steps_of(params: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
+    """The steps to run (one without O(steps)), each with every key filled; or a problem."""
+    if (params["name"] is None) == (params["steps"] is None):
+        return [], "give either name (one step) or steps (several), not both or neither"
+    given = params["steps"] if params["steps"] is not None else [params]
+    found = []
+    for raw_step in given:
+        unknown = set(raw_step) - {*STEP_KEYS, "search", "skip_note"}
+        if params["steps"] is not None and unknown:
+            return [], f"step {raw_step.get('name')!r}: unknown key(s) {sorted(unknown)}"
+        step = {key: raw_step.get(key, params[key]) for key in STEP_KEYS}
+        step["timeout"] = float(step["timeout"]) if step["timeout"] is not None else 0.0
+        step["search"] = raw_step.get("search")
+        step["skip_note"] = raw_step.get("skip_note") or ""
+        problem = step_problem(step)
+        if problem:
+            return [], problem if params["steps"] is None else f"step {step['name']!r}: {problem}"
+        found.append(step)
+    return found, None
+
+
+def find_program(step: dict[str, Any], env: dict[str, str]) -> str | None:
+    """The program a step with `search` runs: the first executable candidate, else its first
+    word on PATH; None when neither exists."""
+    for candidate in step["search"]:
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return str(candidate)
+    path = f"{env.get('PATH', os.defpath)}:{SEARCH_PATH_EXTRA}"
+    return shutil.which(str(step["command"][0]), path=path)
+
+
+def capture(step: dict[str, Any], common: dict[str, Any]) -> dict[str, Any]:
+    """Run one step: raw file and sidecar under dest; its result."""
+    cwd = common["chdir"] or os.getcwd()
+    dest, name = common["dest"], step["name"]
+    env = dict(os.environ)
+    env.update({key: str(value) for key, value in common["env"].items()})
+    if (
+        step["skip_reason"] is None
+        and step["search"] is not None
+        and isinstance(step["command"], list)
+    ):
+        program = find_program(step, env)
+        if program is None:
+            step["skip_reason"] = f"{step['command'][0]} not found on this host{step['skip_note']}"
+        else:
+            step["command"] = [program, *step["command"][1:]]
     sidecar_path = os.path.join(dest, f"{name}.meta.json")
-    raw_path = os.path.join(dest, f"{name}.{params['raw_ext']}")
+    raw_path = os.path.join(dest, f"{name}.{step['raw_ext']}")
     result: dict[str, Any] = {
-        # Explicit: without it Ansible marks any result whose rc is not 0 (or is null) as failed.
-        "failed": False,
-        "changed": True,
+        "name": name,
         "rc": None,
         "timed_out": False,
         "raw_path": None,
-        "sidecar_path": None,
+        "sidecar_path": sidecar_path,
         "duration_s": None,
-        "skipped_reason": params["skip_reason"],
+        "skipped_reason": step["skip_reason"],
     }
-    if module.check_mode:
-        module.exit_json(**result)
-
-    os.makedirs(dest, exist_ok=True)
-    sidecar = build_sidecar(params, params["host"] or socket.gethostname(), cwd)
-    result["sidecar_path"] = sidecar_path
-    if params["skip_reason"] is not None:
+    sidecar = build_sidecar(step, common, cwd)
+    if step["skip_reason"] is not None:
         now = utc_now()
         sidecar.update(started_at=now, ended_at=now)
         write_json_atomic(sidecar_path, sidecar)
-        module.exit_json(**result)
+        return result
 
-    env = dict(os.environ)
-    env.update(sidecar["env"])
     sidecar["started_at"] = utc_now()
     write_json_atomic(sidecar_path, sidecar)
     started = time.monotonic()
     try:
         exit_code, timed_out = run_streaming(
-            popen_args(params["command"]),
+            popen_args(step["command"]),
             raw_path,
             cwd,
             env,
-            params["timeout"] or None,
-            params["kill_grace_s"],
+            step["timeout"] or None,
+            common["kill_grace_s"],
         )
     except OSError as error:
         # The command could not start (missing binary, bad chdir): record it like a shell would.
@@ -387,9 +451,34 @@ def main() -> None:
     )
     write_json_atomic(sidecar_path, sidecar)
     result.update(rc=exit_code, timed_out=timed_out, raw_path=raw_path, duration_s=duration)
-    if params["return_output"]:
+    if step["return_output"]:
         result["output"], result["output_truncated"] = read_head(raw_path, OUTPUT_RETURN_LIMIT)
-    module.exit_json(**result)
+    return result
+
+
+def main() -> None:
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    params = module.params
+    steps, problem = steps_of(params)
+    if problem:
+        module.fail_json(msg=problem)
+    # Explicit "failed": without it Ansible marks any result whose rc is not 0 (or null) failed.
+    if module.check_mode:
+        skipped = [
+            {"name": s["name"], "rc": None, "skipped_reason": s["skip_reason"]} for s in steps
+        ]
+        if params["steps"] is not None:
+            module.exit_json(failed=False, changed=True, results=skipped)
+        module.exit_json(
+            failed=False, changed=True, timed_out=False, raw_path=None, sidecar_path=None,
+            duration_s=None, **{k: v for k, v in skipped[0].items() if k != "name"},
+        )  # fmt: skip
+    os.makedirs(params["dest"], exist_ok=True)
+    results = [capture(step, params) for step in steps]
+    if params["steps"] is not None:
+        module.exit_json(failed=False, changed=True, results=results)
+    single = {k: v for k, v in results[0].items() if k != "name"}
+    module.exit_json(failed=False, changed=True, **single)
 
 
 if __name__ == "__main__":
