@@ -14,6 +14,7 @@ SAMPLE_RUN := tests/data/sample-run
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .PHONY: run test lint unit system-deps sample-report bench clean ansible-lint syntax-check molecule \
+  collection bench-ansible \
   test-fixtures
 
 $(STAMP): pyproject.toml
@@ -81,3 +82,13 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+
+## collection: assemble gpuval.cluster (roles, playbooks, library/ as plugins/modules, plugins/)
+## in build/gpuval.cluster and build it into build/gpuval-cluster-<version>.tar.gz
+COLLECTION_DIR := build/gpuval.cluster
+collection: $(STAMP)
+	rm -rf $(COLLECTION_DIR) && mkdir -p $(COLLECTION_DIR)/plugins/modules
+	cp -r collection/. roles playbooks $(COLLECTION_DIR)/
+	cp -r plugins/action plugins/callback $(COLLECTION_DIR)/plugins/
+	cp library/*.py $(COLLECTION_DIR)/plugins/modules/
+	$(BIN)/ansible-galaxy collection build --force --output-path build $(COLLECTION_DIR)

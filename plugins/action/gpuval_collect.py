@@ -23,8 +23,8 @@ description:
   - Packs O(node_dir) on the node (tar, gzip) in one command over the open connection (with
     become when the task has it), carries the archive back in that command's output, and
     unpacks it into O(dest_dir) on the controller, over what an earlier collect brought.
-  - Everything goes: outputs of failed steps, partial outputs of killed steps, sidecars of
-    skipped steps. A node without O(node_dir) changes nothing and says so in RV(msg).
+  - Everything goes (outputs of failed steps, partial outputs of killed steps, sidecars of
+    skipped steps). A node without O(node_dir) changes nothing and says so in RV(msg).
 options:
   node_dir: {description: The node's run folder., type: path, required: true}
   dest_dir: {description: "The controller's raw/<host>/ folder.", type: path, required: true}
@@ -48,25 +48,36 @@ class ActionModule(ActionBase):
         )
         try:
             archive = base64.b64decode(packed["stdout"], validate=True)
-            files = _unpack(archive, Path(args["dest_dir"]))
+            files, new = _unpack(archive, Path(args["dest_dir"]))
         except (binascii.Error, tarfile.TarError, OSError) as problem:
             why = (packed.get("stderr") or "").strip() or str(problem)
             return {**result, "changed": False, "files": 0, "msg": f"nothing to collect in "
                     f"{node_dir} ({why})"}  # fmt: skip
         return {
             **result,
-            "changed": True,
+            "changed": new > 0,
             "files": files,
-            "msg": f"{files} file(s) -> {args['dest_dir']}",
+            "new_files": new,
+            "msg": f"{files} file(s), {new} new or changed -> {args['dest_dir']}",
         }
 
 
-def _unpack(archive: bytes, dest: Path) -> int:
-    """Unpack a .tar.gz into dest; the number of files it held."""
+def _unpack(archive: bytes, dest: Path) -> tuple[int, int]:
+    """Unpack a .tar.gz into dest: the number of files it held, and of those new or changed
+    (size or modification time) since an earlier collect."""
     if not archive:
         raise tarfile.TarError("empty archive")
     dest.mkdir(parents=True, exist_ok=True)
     with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
-        members = tar.getmembers()
+        files = [member for member in tar.getmembers() if member.isfile()]
+        new = sum(not _same(dest / member.name, member) for member in files)
         tar.extractall(dest, filter="data")
-    return sum(member.isfile() for member in members)
+    return len(files), new
+
+
+def _same(path: Path, member: tarfile.TarInfo) -> bool:
+    try:
+        found = path.stat()
+    except OSError:
+        return False
+    return found.st_size == member.size and int(found.st_mtime) == int(member.mtime)

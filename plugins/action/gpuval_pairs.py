@@ -22,8 +22,8 @@ description:
     planning is C(gpuval.schedule) (C(next_stage), C(retry_entries), C(pack_rounds)).
   - Returns the latest try of every measurement (RV(pairs)), the pairs to run again
     (RV(retry_rounds)), the next stage (RV(next)), the all-nodes test's outcome and the MPI
-    preflight's. Every planned entry is C({round, a, b, tries, steps}): the try number of each
-    kind and the step names it writes (gpuval.steps).
+    preflight's. Every planned entry is C({round, a, b, tries, steps, peers}), with the try
+    number of each kind and the step names it writes (gpuval.steps).
 options:
   run_dir:
     description: The controller's run folder (reports/<run-id>).

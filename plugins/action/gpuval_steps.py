@@ -16,10 +16,11 @@ short_description: Step names of a gpuval run, and the steps run.json expects
 description:
   - Answers from C(gpuval.steps) in the controller process; never connects to a node.
   - Always returns the fixed names (RV(preflight), RV(p2p), RV(mpi_preflight), RV(allnodes),
-    RV(failure_records) per phase). With O(collectives), the intranode and internode nccl-tests step of
-    each. With O(hosts), RV(expected) (per host, the steps run.json lists) and RV(config) (the
-    knobs that shape the run: role variables set for the first host or on the controller, over
-    the suite's defaults).
+    RV(failure_records) per phase).
+  - With O(collectives), the intranode and internode nccl-tests step of each.
+  - With O(hosts), RV(expected) (per host, the steps run.json lists) and RV(config) (the knobs
+    that shape the run, the role variables set for the first host or on the controller over the
+    suite's defaults).
 options:
   collectives: {description: nccl-tests collectives to name steps for., type: list, elements: str}
   hosts: {description: The hosts of the run, in inventory order., type: list, elements: str}

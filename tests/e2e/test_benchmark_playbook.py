@@ -2,14 +2,20 @@
 
 1. Three hosts without GPUs: the run completes, every GPU phase is skipped with one clear line and
    a sidecar per step saying why, every host's preflight outputs reach the controller, and the
-   report is written (verdict error: nothing could be measured, which is never a pass).
-2. Two hosts where test doubles print recorded real outputs of a 4x H100 node in place of
+   report is written.
+2. The same three hosts broken three ways, each run ending in a report and exit status 2 (a
+   failing verdict): every node failing preflight (the inventory says 8 GPUs per node), one node
+   failing its install (a package that does not exist), and a node unreachable from the start.
+   The failed node's outputs so far reach the controller with a failure record naming the phase,
+   the task and its message; the other nodes go on.
+3. Two hosts where test doubles print recorded real outputs of a 4x H100 node in place of
    nvidia-smi, all_reduce_perf and p2pBandwidthLatencyTest (tests/fixtures/gpu-doubles): the
    intranode, internode (mpirun over ssh between the hosts), collect and report phases run through
-   to a report with the recorded numbers.
+   to a report with the recorded numbers, and the pair run and the internode run start the same
+   launcher with the same environment.
 
-Each test runs the playbook twice: the second run has nothing to install or build, and its wall
-time (printed, and written to $GPUVAL_TIMINGS_FILE when set) is the suite's own overhead.
+The healthy runs run the playbook twice: the second run has nothing to install or build, and its
+wall time (printed, and written to $GPUVAL_TIMINGS_FILE when set) is the suite's own overhead.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.simhosts import faults
 from tests.simhosts.cluster import Cluster
 from tests.simhosts.fixtures import simulated_hosts
 
@@ -53,10 +60,12 @@ class PlaybookRun:
 
 
 def _inventory_dir(cluster: Cluster, where: Path) -> Path:
-    """The cluster's inventory beside the repository's group_vars, as a user's inventory sits."""
+    """The cluster's inventory beside the repository's group_vars, as a user's inventory sits;
+    host_vars/ is there for a test to break one node."""
     where.mkdir(parents=True, exist_ok=True)
     shutil.copy(cluster.inventory, where / "cluster.ini")
     (where / "group_vars").symlink_to(REPO / "inventory" / "group_vars")
+    (where / "host_vars").mkdir()
     return where / "cluster.ini"
 
 
@@ -72,6 +81,8 @@ def run_benchmark(
     ]  # fmt: skip
     environment = {**os.environ, "PATH": f"{VENV_BIN}:{os.environ['PATH']}"}
     environment["ANSIBLE_CONFIG"] = str(REPO / "ansible.cfg")
+    # This cluster's facts only: another cluster's node1 is not this one.
+    environment["ANSIBLE_CACHE_PLUGIN_CONNECTION"] = str(inventory.parent / "facts")
     started = time.monotonic()
     done = subprocess.run(
         command, cwd=REPO, env=environment, capture_output=True, text=True, check=False
@@ -83,12 +94,15 @@ def run_benchmark(
     return PlaybookRun(done.returncode, output, seconds, reports / run_id)
 
 
-def record_timings(label: str, first: PlaybookRun, second: PlaybookRun) -> None:
-    line = f"{label}: first run {first.seconds:.0f} s, second run {second.seconds:.0f} s"
+def record(line: str) -> None:
     print(line)
     if target := os.environ.get("GPUVAL_TIMINGS_FILE"):
         with open(target, "a", encoding="utf-8") as timings:
             timings.write(line + "\n")
+
+
+def record_timings(label: str, first: PlaybookRun, second: PlaybookRun) -> None:
+    record(f"{label}: first run {first.seconds:.0f} s, second run {second.seconds:.0f} s")
 
 
 def sidecar(run: PlaybookRun, host: str, step: str) -> dict[str, object]:
@@ -123,17 +137,47 @@ def toolkits() -> list[str]:
     return [CUDA_TOOLKIT, NCCL_DIR]
 
 
+@dataclass
+class NoGpuCluster:
+    cluster: Cluster
+    inventory: Path
+    reports: Path
+
+    def run(self, run_id: str, extra_vars: dict[str, object] | None = None) -> PlaybookRun:
+        return run_benchmark(self.inventory, self.reports, run_id, extra_vars or {})
+
+
 @pytest.fixture(scope="module")
-def runs_without_gpu(
-    tmp_path_factory: pytest.TempPathFactory, toolkits: list[str]
-) -> Iterator[list[PlaybookRun]]:
+def nogpu(tmp_path_factory: pytest.TempPathFactory, toolkits: list[str]) -> Iterator[NoGpuCluster]:
     work = tmp_path_factory.mktemp("e2e-nogpu")
     with simulated_hosts(3, name="e2e-nogpu", bind_ro=toolkits) as cluster:
-        inventory = _inventory_dir(cluster, work / "inventory")
-        first = run_benchmark(inventory, work / "reports", "nogpu-1", {})
-        second = run_benchmark(inventory, work / "reports", "nogpu-2", {})
-        record_timings("benchmark.yml, 3 hosts without GPU", first, second)
-        yield [first, second]
+        yield NoGpuCluster(cluster, _inventory_dir(cluster, work / "inventory"), work / "reports")
+
+
+@pytest.fixture(scope="module")
+def runs_without_gpu(nogpu: NoGpuCluster) -> list[PlaybookRun]:
+    first = nogpu.run("nogpu-1")
+    second = nogpu.run("nogpu-2")
+    record_timings("benchmark.yml, 3 hosts without GPU", first, second)
+    return [first, second]
+
+
+@pytest.fixture(scope="module")
+def broken_runs(nogpu: NoGpuCluster, runs_without_gpu: list[PlaybookRun]) -> dict[str, PlaybookRun]:
+    """After the healthy runs (the packages are installed): three broken runs, the last one
+    with node3 dead."""
+    runs = {"every-node-fails-preflight": nogpu.run("all-preflight", {"gpuval_gpus_per_node": 8})}
+    broken = nogpu.inventory.parent / "host_vars" / "node2.yml"
+    broken.write_text("openmpi_packages: [gpuval-no-such-package]\n")
+    try:
+        runs["one-node-fails-install"] = nogpu.run("one-install")
+    finally:
+        broken.unlink()
+    faults.kill_host(nogpu.cluster, nogpu.cluster.host("node3"))
+    runs["node-unreachable-from-the-start"] = nogpu.run("unreachable")
+    for label, run in runs.items():
+        record(f"benchmark.yml, 3 hosts, {label}: {run.seconds:.0f} s, exit {run.returncode}")
+    return runs
 
 
 @pytest.fixture(scope="module")
@@ -154,7 +198,7 @@ def runs_with_doubles(
             "cuda_samples_prebuilt_p2p_binary": f"{DOUBLES_ON_HOST}/bin/p2pBandwidthLatencyTest",
             "bench_intranode_collectives": ["all_reduce"],
             "bench_internode_collectives": ["all_reduce"],
-            "bench_internode_network_interface": "eth0",
+            "gpuval_network_interface": "eth0",
             "report_fail_on_verdict": [],
         }
         first = run_benchmark(inventory, work / "reports", "doubles-1", doubles)
@@ -230,3 +274,102 @@ def test_recorded_gpu_outputs_run_through_to_a_report_with_their_numbers(
             "nvidia-smi-query.xml", "nvidia-smi-nvlink.txt", "internode-nccl-all_reduce.txt",
             "pair-nccl-r1-node1--node2-try1.txt",
         }  # fmt: skip
+
+
+def failure_record(run: PlaybookRun, host: str, phase: str) -> tuple[str, dict[str, object]]:
+    raw = (run.run_dir / "raw" / host / f"failed-{phase}.txt").read_text()
+    return raw, sidecar(run, host, f"failed-{phase}")
+
+
+def failing_checks_of(run: PlaybookRun, host: str) -> list[dict[str, str]]:
+    results = json.loads((run.run_dir / "results.json").read_text())
+    return [c for c in results["checks"] if c["host"] == host and c["status"] in ("fail", "error")]
+
+
+def test_every_node_failing_preflight_still_ends_in_a_report(
+    broken_runs: dict[str, PlaybookRun],
+) -> None:
+    run = broken_runs["every-node-fails-preflight"]
+    assert run.returncode == 2, run.output[-6000:]
+    assert (run.run_dir / "report.html").is_file()
+    assert summary(run)["verdict"] == "fail"
+    for host in ["node1", "node2", "node3"]:
+        # The preflight outputs that say why reached the controller.
+        assert (run.run_dir / "raw" / host / "os-release.txt").read_text().strip()
+        assert "no NVIDIA driver" in str(sidecar(run, host, "nvidia-smi")["skipped"])
+        text, meta = failure_record(run, host, "preflight")
+        assert "Stop on problems that make the run meaningless" in text
+        assert "expected 8 GPUs, nvidia-smi lists 0" in text
+        assert meta["exit_code"] == 1
+        # Left out of every later phase.
+        assert not (run.run_dir / "raw" / host / "nccl-all_reduce.meta.json").exists()
+        assert any("failed-preflight" in str(c.get("source")) for c in failing_checks_of(run, host))
+
+
+def test_one_node_failing_its_install_is_reported_and_the_others_go_on(
+    broken_runs: dict[str, PlaybookRun],
+) -> None:
+    run = broken_runs["one-node-fails-install"]
+    assert run.returncode == 2, run.output[-6000:]
+    assert summary(run)["verdict"] == "fail"
+    text, _ = failure_record(run, "node2", "install")
+    assert "Install the distribution's Open MPI" in text
+    assert "gpuval-no-such-package" in text
+    assert (run.run_dir / "raw" / "node2" / "os-release.txt").is_file()
+    assert not (run.run_dir / "raw" / "node2" / "nccl-all_reduce.meta.json").exists()
+    for host in ["node1", "node3"]:
+        assert not (run.run_dir / "raw" / host / "failed-install.txt").exists()
+        assert "no usable GPU" in str(sidecar(run, host, "nccl-all_reduce")["skipped"])
+    measured = list((run.run_dir / "raw" / "node1").glob("pair-iperf3-*node3*.json"))
+    assert measured, "node1 and node3 measured their pair without node2"
+
+
+def test_a_node_unreachable_from_the_start_is_reported(
+    broken_runs: dict[str, PlaybookRun],
+) -> None:
+    run = broken_runs["node-unreachable-from-the-start"]
+    assert run.returncode == 2, run.output[-6000:]
+    assert summary(run)["verdict"] == "fail"
+    text, _ = failure_record(run, "node3", "preflight")
+    assert text.startswith("node3 unreachable in phase preflight, task 'Reach the node'")
+    assert sorted(p.name for p in (run.run_dir / "raw" / "node3").iterdir()) == [
+        "failed-preflight.meta.json", "failed-preflight.txt"
+    ]  # fmt: skip
+    for host in ["node1", "node2"]:
+        assert (run.run_dir / "raw" / host / "os-release.txt").is_file()
+    assert failing_checks_of(run, "node3")
+
+
+def test_the_report_names_the_task_and_message_that_failed_each_node(
+    broken_runs: dict[str, PlaybookRun],
+) -> None:
+    """The judge reads the failure records (gpuval.steps.failed_phase): the check's reason
+    carries the task and the message, not only the step's exit status."""
+    cases = [
+        ("every-node-fails-preflight", "node1", "expected 8 GPUs, nvidia-smi lists 0"),
+        ("one-node-fails-install", "node2", "gpuval-no-such-package"),
+        ("node-unreachable-from-the-start", "node3", "unreachable"),
+    ]
+    for label, host, message in cases:
+        reasons = [c["reason"] for c in failing_checks_of(broken_runs[label], host)]
+        assert any(message in reason for reason in reasons), (label, reasons)
+
+
+def test_the_pair_run_and_the_internode_run_start_the_same_launcher(
+    runs_with_doubles: list[PlaybookRun],
+) -> None:
+    run = runs_with_doubles[0]
+    internode = sidecar(run, "node1", "internode-nccl-all_reduce")
+    pair = sidecar(run, "node1", "pair-nccl-r1-node1--node2-try1")
+    internode_argv, pair_argv = str(internode["command"]).split(), str(pair["command"]).split()
+    launcher = internode_argv[: internode_argv.index("--host")]
+    assert launcher == pair_argv[: pair_argv.index("--host")]
+    assert launcher[0].startswith("/") and launcher[0].endswith("/mpirun")
+    assert "btl_tcp_if_include" in launcher and "eth0" in launcher
+    assert internode["env"] == pair["env"]
+    env = internode["env"]
+    assert isinstance(env, dict)
+    assert env["NCCL_SOCKET_IFNAME"] == "eth0"
+    assert str(env["LD_LIBRARY_PATH"]).startswith(f"{NCCL_DIR}/lib")
+    for name in ["NCCL_SOCKET_IFNAME", "LD_LIBRARY_PATH", "NCCL_DEBUG", "PATH"]:
+        assert f"-x {name}" in str(pair["command"])
