@@ -64,7 +64,8 @@ class ActionModule(ActionBase):
             return {**result, "failed": True, "msg": f"run folder {run_dir} does not exist"}
         if self._task.check_mode:
             return {
-                **result, "changed": True, "verdict": None, "rc": None, "report_path": None,
+                **result, "changed": True, "failed": False, "verdict": None, "rc": None,
+                "report_path": None,
                 "summary_path": None,
                 "output_lines": [f"check mode: would judge {run_dir} and render its report"],
             }  # fmt: skip
