@@ -19,7 +19,8 @@ description:
     (mpirun path, options, interface, NCCL environment, addresses; see C(gpuval.launch)) and
     runs it on the node through the C(gpuval_capture) module, which keeps the raw output and
     the sidecar.
-  - Without C(openmpi_launch) (the openmpi role did not run) the step is recorded as skipped.
+  - With O(steps), several programs one after another in one module call, each its own step.
+  - Without C(openmpi_launch) (the openmpi role did not run) the steps are recorded as skipped.
 options:
   hosts:
     description: Inventory names of the hosts the ranks run on (C(localhost) for the node itself).
@@ -31,10 +32,13 @@ options:
     type: int
     required: true
   program:
-    description: The program and its arguments, run by every rank.
+    description: The program and its arguments, run by every rank (one step, O(name)).
     type: list
     elements: str
-    required: true
+  steps:
+    description: Several steps, each a dict with C(name) and C(program), run in this order.
+    type: list
+    elements: dict
   env:
     description: Environment of the ranks beyond the contract's (forwarded with C(-x) too).
     type: dict
@@ -64,13 +68,14 @@ EXAMPLES = r"""
     env: {NCCL_DEBUG: INFO}
 """
 
-CAPTURE_OPTIONS = ("name", "dest", "host", "phase", "tool", "timeout", "skip_reason")
+CAPTURE_OPTIONS = ("dest", "host", "phase", "tool", "timeout", "skip_reason")
 ARGUMENT_SPEC: dict[str, Any] = {
     "hosts": {"type": "list", "elements": "str", "required": True},
     "ranks_per_host": {"type": "int", "required": True},
-    "program": {"type": "list", "elements": "str", "required": True},
+    "program": {"type": "list", "elements": "str"},
+    "steps": {"type": "list", "elements": "dict"},
     "env": {"type": "dict", "default": {}},
-    "name": {"type": "str", "required": True},
+    "name": {"type": "str"},
     "dest": {"type": "path", "required": True},
     "host": {"type": "str"},
     "phase": {"type": "str", "required": True},
@@ -91,19 +96,36 @@ class ActionModule(ActionBase):
 
         task_vars = task_vars or {}
         result: dict[str, Any] = super().run(tmp, task_vars)
-        _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        _, args = self.validate_argument_spec(
+            argument_spec=ARGUMENT_SPEC,
+            mutually_exclusive=[("name", "steps"), ("program", "steps")],
+            required_one_of=[("name", "steps")],
+            required_together=[("name", "program")],
+        )
         capture = {key: args[key] for key in CAPTURE_OPTIONS if args[key] is not None}
         contract = self._templar.template(task_vars.get("openmpi_launch"))
         if args["skip_reason"] is None and not contract:
             capture["skip_reason"] = NO_LAUNCHER
-        if "skip_reason" not in capture:
+        wanted = args["steps"] or [{"name": args["name"], "program": args["program"]}]
+        steps = []
+        for step in wanted:
+            if not step.get("name") or not isinstance(step.get("program"), list):
+                raise AnsibleActionFail(f"every step needs a name and a program list: {step}")
+            if "skip_reason" in capture:
+                steps.append({"name": step["name"]})
+                continue
             try:
                 launch = mpirun_command(
-                    contract, args["hosts"], args["ranks_per_host"], args["program"], args["env"]
+                    contract, args["hosts"], args["ranks_per_host"], step["program"], args["env"]
                 )
             except LaunchError as problem:
                 raise AnsibleActionFail(str(problem)) from problem
-            capture.update(command=launch.argv, env=launch.env)
+            steps.append({"name": step["name"], "command": launch.argv})
+            capture["env"] = launch.env
+        if args["steps"] is None:
+            capture.update(steps[0])
+        else:
+            capture["steps"] = steps
         wrap_async = bool(self._task.async_val) and not self._connection.has_native_async
         result.update(
             self._execute_module(
