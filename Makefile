@@ -92,3 +92,9 @@ collection: $(STAMP)
 	cp -r plugins/action plugins/callback $(COLLECTION_DIR)/plugins/
 	cp library/*.py $(COLLECTION_DIR)/plugins/modules/
 	$(BIN)/ansible-galaxy collection build --force --output-path build $(COLLECTION_DIR)
+
+## bench-ansible: the suite's own overhead on simulated hosts (second benchmark.yml run on 3
+## hosts with the GPU doubles; the pair phase on 8 hosts in rounds and one pair after another).
+## MITOGEN=DIR (pip install --target DIR mitogen) also times a run under Mitogen.
+bench-ansible: $(STAMP) system-deps test-fixtures
+	$(PY) -m tests.bench.ansible_overhead $(if $(MITOGEN),--mitogen $(MITOGEN))

@@ -21,84 +21,29 @@ wall time (printed, and written to $GPUVAL_TIMINGS_FILE when set) is the suite's
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
-import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from tests.e2e.runs import (
+    DOUBLES_VARS,
+    NCCL_DIR,
+    PlaybookRun,
+    install_doubles,
+    inventory_dir,
+    record,
+    run_playbook,
+    setup_toolkits,
+)
 from tests.simhosts import faults
 from tests.simhosts.cluster import Cluster
 from tests.simhosts.fixtures import simulated_hosts
 
 pytestmark = pytest.mark.simhosts
-
-REPO = Path(__file__).resolve().parents[2]
-VENV_BIN = Path(sys.executable).parent
-CUDA_TOOLKIT = "/usr/local/cuda-13.0"
-# NCCL from the nvidia-nccl-cu13 wheel (tests/fixtures/nccl-wheel/setup.sh): with the toolkit,
-# the hosts look like nodes that ship CUDA and NCCL (Lambda Stack), so nothing is downloaded
-# from NVIDIA (unreachable here).
-NCCL_DIR = "/var/tmp/gpuval-test-nccl"
-TOOLKIT_VARS = {"cuda_home": CUDA_TOOLKIT, "nccl_home": NCCL_DIR}
-DOUBLES = REPO / "tests" / "fixtures" / "gpu-doubles"
-DOUBLES_ON_HOST = "/opt/gpuval-doubles"
-DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
-
-@dataclass
-class PlaybookRun:
-    returncode: int
-    output: str
-    seconds: float
-    run_dir: Path
-
-
-def _inventory_dir(cluster: Cluster, where: Path) -> Path:
-    """The cluster's inventory beside the repository's group_vars, as a user's inventory sits;
-    host_vars/ is there for a test to break one node."""
-    where.mkdir(parents=True, exist_ok=True)
-    shutil.copy(cluster.inventory, where / "cluster.ini")
-    (where / "group_vars").symlink_to(REPO / "inventory" / "group_vars")
-    (where / "host_vars").mkdir()
-    return where / "cluster.ini"
-
-
-def run_benchmark(
-    inventory: Path, reports: Path, run_id: str, extra_vars: dict[str, object]
-) -> PlaybookRun:
-    variables = {
-        "gpuval_run_id": run_id, "gpuval_reports_dir": str(reports), **TOOLKIT_VARS, **extra_vars
-    }  # fmt: skip
-    command: Sequence[str] = [
-        str(VENV_BIN / "ansible-playbook"), "-i", str(inventory),
-        str(REPO / "playbooks" / "benchmark.yml"), "-e", json.dumps(variables),
-    ]  # fmt: skip
-    environment = {**os.environ, "PATH": f"{VENV_BIN}:{os.environ['PATH']}"}
-    environment["ANSIBLE_CONFIG"] = str(REPO / "ansible.cfg")
-    # This cluster's facts only: another cluster's node1 is not this one.
-    environment["ANSIBLE_CACHE_PLUGIN_CONNECTION"] = str(inventory.parent / "facts")
-    started = time.monotonic()
-    done = subprocess.run(
-        command, cwd=REPO, env=environment, capture_output=True, text=True, check=False
-    )
-    seconds = time.monotonic() - started
-    output = done.stdout + done.stderr
-    reports.mkdir(parents=True, exist_ok=True)
-    (reports / f"{run_id}.ansible.log").write_text(output)  # kept for a failing test's reader
-    return PlaybookRun(done.returncode, output, seconds, reports / run_id)
-
-
-def record(line: str) -> None:
-    print(line)
-    if target := os.environ.get("GPUVAL_TIMINGS_FILE"):
-        with open(target, "a", encoding="utf-8") as timings:
-            timings.write(line + "\n")
+# The pair phase's iperf3 pairs, shorter than a cluster's: these runs are about the playbook.
+SHORT_PAIRS = {"bench_pairs_iperf3_seconds": 2, "bench_pairs_iperf3_timeout_s": 20}
 
 
 def record_timings(label: str, first: PlaybookRun, second: PlaybookRun) -> None:
@@ -130,11 +75,7 @@ def failing_sources(run: PlaybookRun) -> set[str]:
 @pytest.fixture(scope="module")
 def toolkits() -> list[str]:
     """Folders bound read-only into every simulated host."""
-    setup = REPO / "tests" / "fixtures" / "nccl-wheel" / "setup.sh"
-    subprocess.run(["bash", str(setup), NCCL_DIR], check=True, env={
-        **os.environ, "PIP": str(VENV_BIN / "pip")
-    })  # fmt: skip
-    return [CUDA_TOOLKIT, NCCL_DIR]
+    return setup_toolkits()
 
 
 @dataclass
@@ -144,14 +85,15 @@ class NoGpuCluster:
     reports: Path
 
     def run(self, run_id: str, extra_vars: dict[str, object] | None = None) -> PlaybookRun:
-        return run_benchmark(self.inventory, self.reports, run_id, extra_vars or {})
+        variables = {**SHORT_PAIRS, **(extra_vars or {})}
+        return run_playbook("benchmark.yml", self.inventory, self.reports, run_id, variables)
 
 
 @pytest.fixture(scope="module")
 def nogpu(tmp_path_factory: pytest.TempPathFactory, toolkits: list[str]) -> Iterator[NoGpuCluster]:
     work = tmp_path_factory.mktemp("e2e-nogpu")
     with simulated_hosts(3, name="e2e-nogpu", bind_ro=toolkits) as cluster:
-        yield NoGpuCluster(cluster, _inventory_dir(cluster, work / "inventory"), work / "reports")
+        yield NoGpuCluster(cluster, inventory_dir(cluster, work / "inventory"), work / "reports")
 
 
 @pytest.fixture(scope="module")
@@ -185,24 +127,12 @@ def runs_with_doubles(
     tmp_path_factory: pytest.TempPathFactory, toolkits: list[str]
 ) -> Iterator[list[PlaybookRun]]:
     work = tmp_path_factory.mktemp("e2e-doubles")
-    subprocess.run([str(DOUBLES / "data.sh"), str(work / "data")], check=True)
     with simulated_hosts(2, name="e2e-doubles", bind_ro=toolkits) as cluster:
-        for host in cluster.hosts:
-            target = host.root / DOUBLES_ON_HOST.lstrip("/")
-            shutil.copytree(DOUBLES / "bin", target / "bin")
-            shutil.copytree(work / "data", target / "data")
-        inventory = _inventory_dir(cluster, work / "inventory")
-        doubles = {
-            "gpuval_node_environment": {"PATH": f"{DOUBLES_ON_HOST}/bin:{DEFAULT_PATH}"},
-            "nccl_tests_prebuilt_bin_dir": f"{DOUBLES_ON_HOST}/bin",
-            "cuda_samples_prebuilt_p2p_binary": f"{DOUBLES_ON_HOST}/bin/p2pBandwidthLatencyTest",
-            "bench_intranode_collectives": ["all_reduce"],
-            "bench_internode_collectives": ["all_reduce"],
-            "gpuval_network_interface": "eth0",
-            "report_fail_on_verdict": [],
-        }
-        first = run_benchmark(inventory, work / "reports", "doubles-1", doubles)
-        second = run_benchmark(inventory, work / "reports", "doubles-2", doubles)
+        install_doubles(cluster, work)
+        inventory = inventory_dir(cluster, work / "inventory")
+        doubles = {**DOUBLES_VARS, **SHORT_PAIRS, "report_fail_on_verdict": []}
+        first = run_playbook("benchmark.yml", inventory, work / "reports", "doubles-1", doubles)
+        second = run_playbook("benchmark.yml", inventory, work / "reports", "doubles-2", doubles)
         record_timings("benchmark.yml, 2 hosts with recorded GPU outputs", first, second)
         yield [first, second]
 
