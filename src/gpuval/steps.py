@@ -3,7 +3,7 @@
 A step is one captured command: `raw/<host>/<step>.<ext>` and its sidecar `<step>.meta.json`.
 The roles take their step names from here (through the `gpuval_steps` and `gpuval_pairs`
 action plugins), run_context writes `expected_steps` into run.json, and the judge reads names
-back with `parse_pair_step` and `failed_phase`. Shapes:
+back with `pair_step` and `failed_phase`. Shapes:
 
     <probe>                               preflight probes (PREFLIGHT_PROBES: nvidia-smi, ...)
     p2pBandwidthLatencyTest               intranode, per node
@@ -30,6 +30,7 @@ from typing import Any
 P2P = "p2pBandwidthLatencyTest"
 MPI_PREFLIGHT = "mpi-preflight"
 ALLNODES_ALLREDUCE = "allnodes-allreduce"
+INTERNODE_PREFIX = "internode-"
 PAIR_KINDS = ("iperf3", "allreduce", "nccl")
 # Pair kinds with a process of their own on the second host (mpirun starts nccl's ranks itself).
 PEER_KINDS = ("iperf3", "allreduce")
@@ -107,7 +108,7 @@ def intranode_nccl(collective: str) -> str:
 
 
 def internode_nccl(collective: str) -> str:
-    return f"internode-nccl-{collective}"
+    return f"{INTERNODE_PREFIX}nccl-{collective}"
 
 
 def failed(phase: str) -> str:
@@ -138,18 +139,19 @@ class PairStep:
 
     @property
     def name(self) -> str:
-        return pair(self.kind, self.round, self.src, self.dst, self.attempt)
+        return pair_step_name(self.kind, self.round, self.src, self.dst, self.attempt)
 
 
-def pair(kind: str, round_number: int, src: str, dst: str, attempt: int) -> str:
+def pair_step_name(kind: str, round_: int, src: str, dst: str, attempt: int) -> str:
+    """pair-<kind>-r<round>-<src>--<dst>-try<attempt>."""
     if kind not in PAIR_KINDS:
         raise ValueError(f"unknown pair kind {kind!r}; known: {', '.join(PAIR_KINDS)}")
     if "--" in src or "--" in dst:
         raise ValueError(f"host names must not hold '--': {src!r}, {dst!r}")
-    return f"pair-{kind}-r{round_number}-{src}--{dst}-try{attempt}"
+    return f"pair-{kind}-r{round_}-{src}--{dst}-try{attempt}"
 
 
-def parse_pair_step(name: str) -> PairStep | None:
+def pair_step(name: str) -> PairStep | None:
     """The parts of a pair step's name; None for any other step."""
     match = PAIR_STEP.match(name)
     if not match:
@@ -160,9 +162,9 @@ def parse_pair_step(name: str) -> PairStep | None:
 def pair_entry_steps(kind: str, round_number: int, a: str, b: str, attempt: int) -> list[str]:
     """The steps one try of a pair writes on its first host: iperf3 both directions (a->b,
     then b->a with -R), the other kinds one step."""
-    steps = [pair(kind, round_number, a, b, attempt)]
+    steps = [pair_step_name(kind, round_number, a, b, attempt)]
     if kind == "iperf3":
-        steps.append(pair(kind, round_number, b, a, attempt))
+        steps.append(pair_step_name(kind, round_number, b, a, attempt))
     return steps
 
 

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuval.steps import parse_pair_step
+from gpuval.steps import pair_step
 from tests.simhosts import faults
 from tests.simhosts.cluster import Cluster
 from tests.simhosts.fixtures import simulated_hosts
@@ -191,7 +191,7 @@ def test_healthy_pairs_run_in_three_rounds_of_concurrent_pairs(healthy: Run) -> 
     assert all(t["outcome"] == "ok" for t in first)
     by_round: dict[int, list[dict[str, object]]] = {}
     for meta in sidecars(healthy, "pair-iperf3-"):
-        step = parse_pair_step(str(meta["name"]))
+        step = pair_step(str(meta["name"]))
         if step is not None and step.attempt == 1:
             by_round.setdefault(step.round, []).append(meta)
     for number, metas in by_round.items():

@@ -8,19 +8,19 @@ import pytest
 import yaml
 
 from gpuval import steps
-from gpuval.steps import PLAN_VARIABLES, RunPlan, expected_steps, parse_pair_step
+from gpuval.steps import PLAN_VARIABLES, RunPlan, expected_steps, pair_step
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def test_pair_names_round_trip() -> None:
-    name = steps.pair("iperf3", 3, "node2", "node10", 2)
+    name = steps.pair_step_name("iperf3", 3, "node2", "node10", 2)
     assert name == "pair-iperf3-r3-node2--node10-try2"
-    parsed = parse_pair_step(name)
+    parsed = pair_step(name)
     assert parsed == steps.PairStep("iperf3", 3, "node2", "node10", 2)
     assert parsed is not None and parsed.name == name
     # Host names may hold single dashes; "--" separates them.
-    assert parse_pair_step("pair-nccl-r1-gpu-a--gpu-b-try1") == steps.PairStep(
+    assert pair_step("pair-nccl-r1-gpu-a--gpu-b-try1") == steps.PairStep(
         "nccl", 1, "gpu-a", "gpu-b", 1
     )
 
@@ -29,14 +29,14 @@ def test_pair_names_round_trip() -> None:
     "name", ["nccl-all_reduce", "pair-ping-r1-a--b-try1", "pair-iperf3-r1-a-b-try1", "peer-x"]
 )
 def test_other_steps_are_not_pairs(name: str) -> None:
-    assert parse_pair_step(name) is None
+    assert pair_step(name) is None
 
 
 def test_bad_pair_names_are_refused() -> None:
     with pytest.raises(ValueError, match="kind"):
-        steps.pair("ping", 1, "a", "b", 1)
+        steps.pair_step_name("ping", 1, "a", "b", 1)
     with pytest.raises(ValueError, match="'--'"):
-        steps.pair("iperf3", 1, "a--x", "b", 1)
+        steps.pair_step_name("iperf3", 1, "a--x", "b", 1)
 
 
 def test_an_iperf3_try_writes_both_directions_and_peers_are_named_apart() -> None:
