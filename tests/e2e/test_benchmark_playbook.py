@@ -109,12 +109,18 @@ def broken_runs(nogpu: NoGpuCluster, runs_without_gpu: list[PlaybookRun]) -> dic
     """After the healthy runs (the packages are installed): three broken runs, the last one
     with node3 dead."""
     runs = {"every-node-fails-preflight": nogpu.run("all-preflight", {"gpuval_gpus_per_node": 8})}
+    # node2 lost Open MPI's compiler wrapper, and the package meant to bring it back does not
+    # exist: its install phase fails in apt.
     broken = nogpu.inventory.parent / "host_vars" / "node2.yml"
     broken.write_text("openmpi_packages: [gpuval-no-such-package]\n")
+    mpicc = nogpu.cluster.host("node2").root / "usr" / "bin" / "mpicc"
+    hidden = mpicc.with_name("mpicc.gpuval-test")
+    mpicc.rename(hidden)
     try:
         runs["one-node-fails-install"] = nogpu.run("one-install")
     finally:
         broken.unlink()
+        hidden.rename(mpicc)
     faults.kill_host(nogpu.cluster, nogpu.cluster.host("node3"))
     runs["node-unreachable-from-the-start"] = nogpu.run("unreachable")
     for label, run in runs.items():
