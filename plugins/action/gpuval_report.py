@@ -18,32 +18,32 @@ description:
   - Calls C(gpuval.pipeline.report_run) on O(run_dir) in ansible-playbook's own process, which
     writes C(results.json), C(measurements.csv), C(summary.json), C(junit.xml) and
     C(report.html) into it, the same as C(gpuval report RUN_DIR).
-  - Returns the verdict and the report's path; fails when the verdict is one of
-    O(fail_on_verdict), after the report is written.
+  - Returns the verdict, C(gpuval report)'s exit status RV(rc) and the report's path; with
+    O(fail_task) fails when that status is not 0, after the report is written.
   - Never connects to the host it runs for.
 options:
   run_dir: {description: "The run folder, e.g. reports/<run-id>.", type: path, required: true}
   thresholds: {description: JSON file overriding gpuval's verdict thresholds., type: path}
-  fail_on_verdict:
-    description: Verdicts that fail the task (error = nothing could be judged).
-    type: list
-    elements: str
-    choices: [pass, warn, fail, error]
-    default: [fail]
+  fail_on:
+    description:
+      - C(gpuval report --fail-on); the verdicts at or worse than this one exit 1, error
+        (nothing could be judged) always exits 2.
+    type: str
+    choices: [fail, unjudged, warn]
+    default: fail
+  fail_task:
+    description: Fail the task when the exit status is not 0.
+    type: bool
+    default: true
 requirements:
   - the gpuval package installed in ansible-playbook's Python
 """
 
-VERDICTS = ["pass", "warn", "fail", "error"]
 ARGUMENT_SPEC: dict[str, Any] = {
     "run_dir": {"type": "path", "required": True},
     "thresholds": {"type": "path"},
-    "fail_on_verdict": {
-        "type": "list",
-        "elements": "str",
-        "choices": VERDICTS,
-        "default": ["fail"],
-    },
+    "fail_on": {"type": "str", "choices": ["fail", "unjudged", "warn"], "default": "fail"},
+    "fail_task": {"type": "bool", "default": True},
 }
 
 
@@ -70,7 +70,7 @@ class ActionModule(ActionBase):
                 "output_lines": [f"check mode: would judge {run_dir} and render its report"],
             }  # fmt: skip
         thresholds = Path(args["thresholds"]) if args["thresholds"] else None
-        rendered = render_report(run_dir, thresholds)
+        rendered = render_report(run_dir, thresholds, args["fail_on"])
         result.update(
             changed=True,
             failed=False,  # explicit: Ansible otherwise fails a result whose rc is not 0
@@ -83,7 +83,7 @@ class ActionModule(ActionBase):
         if rendered.summary:
             result["counts"] = rendered.summary.get("counts", {})
             result["failing_checks"] = rendered.summary.get("failing_checks", [])
-        if rendered.verdict in args["fail_on_verdict"]:
+        if rendered.rc != 0 and args["fail_task"]:
             where = result["report_path"] or run_dir
             result.update(
                 failed=True, msg=f"gpuval verdict {rendered.verdict.upper()}: see {where}"

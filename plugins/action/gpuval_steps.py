@@ -18,9 +18,11 @@ description:
   - Always returns the fixed names (RV(preflight), RV(p2p), RV(mpi_preflight), RV(allnodes),
     RV(failure_records) per phase).
   - With O(collectives), the intranode and internode nccl-tests step of each.
-  - With O(hosts), RV(expected) (per host, the steps run.json lists) and RV(config) (the knobs
+  - With O(hosts), RV(expected) (per host, the steps run.json lists), RV(config) (the knobs
     that shape the run, the role variables set for the first host or on the controller over the
-    suite's defaults).
+    suite's defaults) and RV(declared) (per host, what its inventory variables say it is:
+    C(gpuval_gpu_model), C(gpuval_gpus_per_node), C(gpuval_system), C(gpuval_nic_count),
+    C(gpuval_nic_rate_gbit), C(gpuval_ib_hcas), C(gpuval_network_interface); only those set).
 options:
   collectives: {description: nccl-tests collectives to name steps for., type: list, elements: str}
   hosts: {description: The hosts of the run, in inventory order., type: list, elements: str}
@@ -72,7 +74,28 @@ class ActionModule(ActionBase):
                 return {**result, "failed": True, "msg": str(problem)}
             result["expected"] = steps.expected_steps(args["hosts"], plan, args["phases"])
             result["config"] = plan.to_variables()
+            try:
+                result["declared"] = self._declared(task_vars, args["hosts"])
+            except ValueError as problem:
+                return {**result, "failed": True, "msg": str(problem)}
         return result
+
+    def _declared(self, task_vars: dict[str, Any], hosts: list[str]) -> dict[str, Any]:
+        """run.json `declared`: per host, the hardware its inventory variables declare."""
+        from gpuval.plugin_api import DECLARED_VARIABLES, declared_hardware
+
+        hostvars = task_vars.get("hostvars", {})
+        declared = {}
+        for host in hosts:
+            found = {}
+            for variable, _ in DECLARED_VARIABLES.values():
+                if variable in hostvars.get(host, {}):
+                    found[variable] = self._templar.template(hostvars[host][variable])
+            try:
+                declared[host] = declared_hardware(found)
+            except ValueError as problem:
+                raise ValueError(f"host {host}: {problem}") from None
+        return {host: values for host, values in declared.items() if values}
 
     def _plan_variables(self, task_vars: dict[str, Any], hosts: list[str]) -> dict[str, Any]:
         """The plan's role variables as the nodes see them (an inventory's [gpu_nodes:vars]),

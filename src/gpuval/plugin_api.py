@@ -21,7 +21,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from gpuval import steps
 from gpuval.schedule import LatestTry
@@ -168,14 +168,20 @@ def _read_summary(run_dir: Path) -> dict[str, Any] | None:
     return document if isinstance(document, dict) else None
 
 
-def render_report(run_dir: Path, thresholds_file: Path | None = None) -> Rendered:
-    """`gpuval report RUN_DIR`: its exit code, verdict and what it printed (kept off the
-    process's own stdout and stderr, which belong to Ansible)."""
+def render_report(
+    run_dir: Path, thresholds_file: Path | None = None, fail_on: str = "fail"
+) -> Rendered:
+    """`gpuval report RUN_DIR --fail-on FAIL_ON`: its exit code, verdict and what it printed
+    (kept off the process's own stdout and stderr, which belong to Ansible)."""
+    from gpuval.checks.model import STATUSES, Status
     from gpuval.pipeline import report_run
+
+    if fail_on not in STATUSES:
+        raise ValueError(f"fail_on {fail_on!r} is not a verdict")
 
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
-        rc = report_run(run_dir, thresholds_file=thresholds_file)
+        rc = report_run(run_dir, thresholds_file=thresholds_file, fail_on=cast("Status", fail_on))
     summary = _read_summary(run_dir)
     verdict = summary.get("verdict") if summary else None
     return Rendered(
@@ -345,3 +351,54 @@ def version_problems(facts_by_host: Mapping[str, Mapping[str, Any]]) -> list[str
         if len(set(seen.values())) > 1:
             problems.append(f"mixed {label} versions across hosts{why}: {json.dumps(seen)}")
     return problems
+
+
+# ------------------------------------------------------------------ run.json `declared`
+
+# Inventory variable of each run.json `declared` key, and the type it is written as.
+DECLARED_VARIABLES: dict[str, tuple[str, type]] = {
+    "gpu_model": ("gpuval_gpu_model", str),
+    "gpus_per_node": ("gpuval_gpus_per_node", int),
+    "system": ("gpuval_system", str),
+    "nic_count": ("gpuval_nic_count", int),
+    "nic_rate_gbit": ("gpuval_nic_rate_gbit", float),
+    "ib_hcas": ("gpuval_ib_hcas", list),
+    "network_interface": ("gpuval_network_interface", str),
+}
+KIND_WORDS = {str: "a string", int: "a whole number", float: "a number", list: "a list"}
+
+
+def declared_hardware(variables: Mapping[str, Any]) -> dict[str, Any]:
+    """What a host's inventory variables say it is (run.json `declared`): the variables that are
+    set, in run.schema.json's types. Unset means null, "" or, for gpuval_gpus_per_node, 0 (the
+    inventories' "do not check"); gpuval_ib_hcas may be NCCL_IB_HCA's comma-separated form.
+    A value of the wrong type is a ValueError naming its variable."""
+    declared: dict[str, Any] = {}
+    for key, (variable, kind) in DECLARED_VARIABLES.items():
+        value = variables.get(variable)
+        if value is None or value == "" or value == [] or (key == "gpus_per_node" and value == 0):
+            continue
+        try:
+            if kind is list:
+                items = value.split(",") if isinstance(value, str) else list(value)
+                declared[key] = [str(item).strip() for item in items if str(item).strip()]
+            elif kind is str:
+                declared[key] = str(value)
+            else:
+                declared[key] = _number(value, kind)
+        except (TypeError, ValueError):
+            raise ValueError(f"{variable}: {value!r} is not {KIND_WORDS[kind]}") from None
+        if isinstance(declared[key], int | float) and declared[key] < 0:
+            raise ValueError(f"{variable}: {value!r} must not be negative")
+    return declared
+
+
+def _number(value: Any, kind: type) -> int | float:
+    if isinstance(value, bool):
+        raise TypeError(value)
+    number = float(value)
+    if kind is int:
+        if not number.is_integer():
+            raise ValueError(value)
+        return int(number)
+    return number

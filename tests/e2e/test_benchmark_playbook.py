@@ -55,6 +55,17 @@ def summary(run: PlaybookRun) -> dict[str, object]:
     return document
 
 
+def transport_statuses(run: PlaybookRun, source: str) -> set[str]:
+    """Statuses of the checks on `source` that speak of NET/Socket."""
+    results = json.loads((run.run_dir / "results.json").read_text())
+    return {
+        check["status"]
+        for check in results["checks"]
+        if Path(str(check.get("source") or "").split(":")[0]).name == source
+        and "NET/Socket" in check["reason"]
+    }
+
+
 def failing_sources(run: PlaybookRun) -> set[str]:
     """Raw files named by the failing or erroring checks of results.json."""
     results = json.loads((run.run_dir / "results.json").read_text())
@@ -83,10 +94,10 @@ def nogpu(tmp_path_factory: pytest.TempPathFactory, toolkits: list[str]) -> Iter
         yield NoGpuCluster(cluster, inventory_dir(cluster, work / "inventory"), work / "reports")
 
 
-# Nothing measured, judged as `make run` does on a machine without GPU. (The pair tests between
-# simulated hosts measure how busy this machine's cores are; tests/e2e/test_find_the_bad_node.py
-# judges them.)
-NOTHING_MEASURED = {"bench_pairs_iperf3": False, "report_fail_on_verdict": ["fail"]}
+# No GPU benchmark can run, judged as `make run` does on a machine without GPU. (The pair tests
+# between simulated hosts measure how busy this machine's cores are;
+# tests/e2e/test_find_the_bad_node.py judges them.)
+NOTHING_MEASURED = {"bench_pairs_iperf3": False}
 
 
 @pytest.fixture(scope="module")
@@ -129,7 +140,7 @@ def runs_with_doubles(
     with simulated_hosts(2, name="e2e-doubles", bind_ro=toolkits) as cluster:
         install_doubles(cluster, work)
         inventory = inventory_dir(cluster, work / "inventory")
-        doubles = {**DOUBLES_VARS, **SHORT_PAIRS, "report_fail_on_verdict": []}
+        doubles = {**DOUBLES_VARS, **SHORT_PAIRS}
         first = run_playbook("benchmark.yml", inventory, work / "reports", "doubles-1", doubles)
         second = run_playbook("benchmark.yml", inventory, work / "reports", "doubles-2", doubles)
         record_timings("benchmark.yml, 2 hosts with recorded GPU outputs", first, second)
@@ -155,9 +166,10 @@ def test_run_without_gpu_completes_and_reports_the_skipped_phases(
         assert run.output.count("internode benchmarks skipped: no usable GPU on node1") == 1
         assert "no usable GPU" in str(sidecar(run, "node1", "internode-nccl-sendrecv")["skipped"])
         assert not (run.run_dir / "raw" / "node2" / "internode-nccl-sendrecv.meta.json").exists()
-        # No GPU phase measured anything and no pair test ran: no evidence, never a pass.
-        assert summary(run)["verdict"] == "error"
-        assert "gpuval verdict ERROR" in run.output
+        # No GPU phase measured anything (each skipped step a warning, never a pass); what was
+        # judged, the node health probes and the MPI preflight, is sound.
+        assert summary(run)["verdict"] == "warn"
+        assert "gpuval verdict WARN" in run.output
         report = (run.run_dir / "report.html").read_text()
         assert "no usable GPU on this host" in report
 
@@ -178,7 +190,9 @@ def test_recorded_gpu_outputs_run_through_to_a_report_with_their_numbers(
     runs_with_doubles: list[PlaybookRun],
 ) -> None:
     for run in runs_with_doubles:
-        assert run.returncode == 0, run.output[-6000:]
+        # The verdict is FAIL (below): the report play fails, ansible-playbook exits 2.
+        assert run.returncode == 2, run.output[-6000:]
+        assert "gpuval verdict FAIL" in run.output
         for host in ["node1", "node2"]:
             intranode = sidecar(run, host, "nccl-all_reduce")
             assert intranode["exit_code"] == 0
@@ -194,14 +208,15 @@ def test_recorded_gpu_outputs_run_through_to_a_report_with_their_numbers(
         assert "355.89" in measurements  # busbw of the 1 GiB row, as printed
         assert (run.run_dir / "report.html").is_file()
         # The verdict is FAIL for reasons of the recording, not of the suite: the doubles have no
-        # recorded `nvidia-smi -q -x` / `nvlink -s` (they exit 2, as a broken tool would), and the
-        # single-node recording replayed across nodes (the internode run, and the node1--node2
-        # pair run of the pair phase) shows NET/Socket where RDMA is expected.
+        # recorded `nvidia-smi -q -x` / `nvlink -s` (they exit 2, as a broken tool would; the
+        # health phase does not ask again after the benchmarks what failed in preflight).
         assert summary(run)["verdict"] == "fail"
-        assert failing_sources(run) == {
-            "nvidia-smi-query.xml", "nvidia-smi-nvlink.txt", "internode-nccl-all_reduce.txt",
-            "pair-nccl-r1-node1--node2-try1.txt",
-        }  # fmt: skip
+        assert failing_sources(run) == {"nvidia-smi-query.xml", "nvidia-smi-nvlink.txt"}
+        # The recording replayed across nodes (the internode run, the node1--node2 nccl pair)
+        # went over NET/Socket; no RDMA was there to use (no ibstat port, no declared
+        # gpuval_ib_hcas), so that is a warning, not a failure.
+        for source in ["internode-nccl-all_reduce.txt", "pair-nccl-r1-node1--node2-try1.txt"]:
+            assert "warn" in transport_statuses(run, source), source
 
 
 def failure_record(run: PlaybookRun, host: str, phase: str) -> tuple[str, dict[str, object]]:

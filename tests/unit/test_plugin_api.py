@@ -127,3 +127,31 @@ def test_judge_pairs_of_an_empty_run_plans_nothing_to_repeat(tmp_path: Path) -> 
         "status": "missing",
         "reason": "no allnodes-allreduce output from a",
     }
+
+
+def test_declared_hardware_takes_the_variables_that_are_set_in_the_schemas_types() -> None:
+    declared = plugin_api.declared_hardware({
+        "gpuval_gpu_model": "H100 SXM", "gpuval_gpus_per_node": "8", "gpuval_system": None,
+        "gpuval_nic_count": 8, "gpuval_nic_rate_gbit": "400", "gpuval_ib_hcas": "mlx5_0, mlx5_1",
+        "gpuval_network_interface": "", "unrelated": 1,
+    })  # fmt: skip
+    assert declared == {
+        "gpu_model": "H100 SXM", "gpus_per_node": 8, "nic_count": 8, "nic_rate_gbit": 400.0,
+        "ib_hcas": ["mlx5_0", "mlx5_1"],
+    }  # fmt: skip
+    # 0 GPUs per node is the inventories' "do not check", not a declaration of none
+    assert plugin_api.declared_hardware({"gpuval_gpus_per_node": 0}) == {}
+    assert plugin_api.declared_hardware({"gpuval_ib_hcas": ["mlx5_0"]}) == {"ib_hcas": ["mlx5_0"]}
+
+
+@pytest.mark.parametrize(
+    ("variables", "message"),
+    [
+        ({"gpuval_gpus_per_node": "eight"}, "gpuval_gpus_per_node: 'eight' is not a whole number"),
+        ({"gpuval_nic_count": 2.5}, "gpuval_nic_count: 2.5 is not a whole number"),
+        ({"gpuval_nic_rate_gbit": -1}, "gpuval_nic_rate_gbit: -1 must not be negative"),
+    ],
+)
+def test_declared_hardware_names_a_bad_variable(variables: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        plugin_api.declared_hardware(variables)
