@@ -30,11 +30,10 @@ system-deps:
 	bash tests/setup/system-packages.sh
 
 ## run: the whole validation run on this machine (playbooks/benchmark.yml, inventory/local.ini).
-## Without GPUs the GPU phases are skipped and nothing can be measured (verdict ERROR): the run
-## still succeeds, since its job here is the report; acceptance runs fail on ERROR (role report).
+## Without GPUs the GPU phases are skipped, each step a warning, and the node health probes are
+## judged: the verdict is WARN and the run succeeds (ARGS='-e report_fail_on=warn' to fail on it).
 run: $(STAMP)
-	$(BIN)/ansible-playbook -i inventory/local.ini playbooks/benchmark.yml \
-	  -e '{"report_fail_on_verdict": ["fail"]}' $(ARGS)
+	$(BIN)/ansible-playbook -i inventory/local.ini playbooks/benchmark.yml $(ARGS)
 
 ## sample-report: render the bundled sample run (real published outputs) into reports/sample-run
 sample-report: $(STAMP)
