@@ -209,6 +209,11 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "guard": {"type": "bool", "default": False},
     "inventory_vars": {"type": "dict", "default": {}},
 }
+# Options passed as they are to gpuval.cloud.provision.RunRequest.
+REQUEST_OPTIONS = (
+    "instance_type", "region", "count", "ssh_key_name", "hours", "max_spend_usd",
+    "max_instances", "name_prefix", "active_timeout_s", "ssh_timeout_s", "poll_s", "ssh_port",
+)  # fmt: skip
 LAUNCH_OPTIONS = ["instance_type", "region", "ssh_key_name", "max_spend_usd"]
 # What each state answered, in the run folder (lambda/).
 OUTCOME_FILES = {"planned": "plan.json", "present": "launch.json", "absent": "teardown.json"}
@@ -275,18 +280,7 @@ def act(params: dict[str, Any], check_mode: bool, run_dir: Path, result: dict[st
     request = provision.RunRequest(
         run_id=params["run_id"] or run_dir.name,
         run_dir=run_dir,
-        instance_type=params["instance_type"],
-        region=params["region"],
-        count=params["count"],
-        ssh_key_name=params["ssh_key_name"],
-        hours=params["hours"],
-        max_spend_usd=params["max_spend_usd"],
-        max_instances=params["max_instances"],
-        name_prefix=params["name_prefix"],
-        active_timeout_s=params["active_timeout_s"],
-        ssh_timeout_s=params["ssh_timeout_s"],
-        poll_s=params["poll_s"],
-        ssh_port=params["ssh_port"],
+        **{option: params[option] for option in REQUEST_OPTIONS},
     )
     plan = provision.plan(client, request)
     result |= {"plan": plan.to_dict(), "plan_lines": plan.lines()}
