@@ -20,9 +20,9 @@ description:
   - With O(collectives), the intranode and internode nccl-tests step of each.
   - With O(hosts), RV(expected) (per host, the steps run.json lists), RV(config) (the knobs
     that shape the run, the role variables set for the first host or on the controller over the
-    suite's defaults) and RV(declared) (per host, what its inventory variables say it is:
-    C(gpuval_gpu_model), C(gpuval_gpus_per_node), C(gpuval_system), C(gpuval_nic_count),
-    C(gpuval_nic_rate_gbit), C(gpuval_ib_hcas), C(gpuval_network_interface); only those set).
+    suite's defaults) and RV(declared) (per host, what its inventory variables say it is,
+    of C(gpuval_gpu_model), C(gpuval_gpus_per_node), C(gpuval_system), C(gpuval_nic_count),
+    C(gpuval_nic_rate_gbit), C(gpuval_ib_hcas) and C(gpuval_network_interface); only those set).
 options:
   collectives: {description: nccl-tests collectives to name steps for., type: list, elements: str}
   hosts: {description: The hosts of the run, in inventory order., type: list, elements: str}

@@ -214,9 +214,9 @@ def test_recorded_gpu_outputs_run_through_to_a_report_with_their_numbers(
     assert failing_sources(run) == {"nvidia-smi-query.xml", "nvidia-smi-nvlink.txt"}
     # The recording replayed across nodes (the internode run, the node1--node2 nccl pair)
     # went over NET/Socket; no RDMA was there to use (no ibstat port, no declared
-    # gpuval_ib_hcas), so that is a warning, not a failure.
-    for source in ["internode-nccl-all_reduce.txt", "pair-nccl-r1-node1--node2-try1.txt"]:
-        assert "warn" in transport_statuses(run, source), source
+    # gpuval_ib_hcas), so that is a warning, not a failure (the pair's run is judged with its
+    # pairs, against the network, and fails nothing either: failing_sources above).
+    assert transport_statuses(run, "internode-nccl-all_reduce.txt") == {"warn"}
 
 
 def failure_record(run: PlaybookRun, host: str, phase: str) -> tuple[str, dict[str, object]]:
