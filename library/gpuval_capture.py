@@ -29,7 +29,7 @@ description:
   - Runs one command on the managed node and streams its stdout and stderr, interleaved as
     printed, into C(<dest>/<name>.<raw_ext>) while it runs, so a step that is killed keeps
     its partial output.
-  - Writes the sidecar C(<dest>/<name>.meta.json) of the gpuval run-folder contract twice:
+  - Writes the sidecar C(<dest>/<name>.meta.json) of the gpuval run-folder contract twice,
     with C(exit_code) null before the command starts, and again when it ends. A step that
     never finished (host lost, Ansible killed) therefore stays visible as unfinished.
   - Never fails because the command failed; the exit status is recorded and returned as RV(rc).
