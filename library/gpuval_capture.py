@@ -29,7 +29,7 @@ description:
   - Runs one command on the managed node and streams its stdout and stderr, interleaved as
     printed, into C(<dest>/<name>.<raw_ext>) while it runs, so a step that is killed keeps
     its partial output.
-  - Writes the sidecar C(<dest>/<name>.meta.json) of the gpuval run-folder contract twice:
+  - Writes the sidecar C(<dest>/<name>.meta.json) of the gpuval run-folder contract twice,
     with C(exit_code) null before the command starts, and again when it ends. A step that
     never finished (host lost, Ansible killed) therefore stays visible as unfinished.
   - Never fails because the command failed; the exit status is recorded and returned as RV(rc).
@@ -37,9 +37,8 @@ description:
   - On timeout the whole process group of the command is killed (SIGTERM, then SIGKILL after
     O(kill_grace_s) seconds), so children such as C(mpirun) ranks do not linger.
   - With O(skip_reason) nothing runs; only a sidecar with C(skipped) and C(raw) null is written.
-  - With O(steps), several steps run one after another in one call (each with its own raw file
-    and sidecar): for quick probes, where a module call per step would cost more than the
-    commands themselves.
+  - With O(steps), runs several steps one after another in one call (the preflight probes),
+    each with its own raw file and sidecar, and returns one result per step in RV(results).
 version_added: "0.1.0"
 options:
   name:
@@ -50,9 +49,14 @@ options:
     type: str
   steps:
     description:
-      - Several steps, run in order. Each is a dict of O(name), O(command), and optionally
-        O(tool), O(raw_ext), O(timeout), O(skip_reason), O(env) and O(requires); the other
-        options apply to every step. Results are returned as RV(results).
+      - Several steps, run in order. Each is a dict with the keys C(name), C(command), C(tool),
+        C(raw_ext), C(timeout), C(skip_reason), C(return_output), C(env) and C(requires) of the
+        options of the same name (O(phase), O(dest), O(host), O(chdir) and O(kill_grace_s) are
+        shared; O(env), O(timeout) and O(requires) are the defaults of a step), and C(search).
+      - C(search) (a list, possibly empty) makes a missing program a skip instead of a failure;
+        the first executable of C(search) is run in place of the first word of C(command), else
+        that word found on PATH (and /sbin, /usr/sbin); when none is found the step is recorded
+        as skipped with C(<program> not found on this host) and C(skip_note) after it.
     type: list
     elements: dict
   requires:
@@ -146,12 +150,14 @@ EXAMPLES = r"""
     timeout: 1800
   tags: [molecule-idempotence-notest]
 
-- name: Capture quick probes in one call, skipping those the node cannot run
+- name: Run the preflight probes in one call
   gpuval_capture:
     dest: "{{ gpuval_node_run_dir }}"
-    phase: health
+    host: "{{ inventory_hostname }}"
+    phase: preflight
     steps:
-      - {name: health-kernel-log, command: dmesg, tool: kernel-log}
+      - {name: nvidia-smi-topo, command: [nvidia-smi, topo, -m], tool: nvidia-smi-topo, search: []}
+      - {name: os-release, command: "uname -a; cat /etc/os-release", tool: os-release}
       - {name: health-ib-sysfs, command: "grep -H . /sys/class/infiniband/*/fw_ver",
          tool: sysfs-infiniband, requires: ["/sys/class/infiniband/*/ports"]}
 
@@ -193,10 +199,6 @@ skipped_reason:
   description: The O(skip_reason) recorded (or the missing requirement), or null.
   returned: always
   type: str
-results:
-  description: With O(steps), one result per step (rc, timed_out, raw_path, ... and name).
-  returned: when O(steps) is given
-  type: list
 output:
   description: First MiB of the captured output (decoded as UTF-8 with replacement characters).
   returned: when O(return_output) is true and the command ran
@@ -205,6 +207,11 @@ output_truncated:
   description: Whether RV(output) is shorter than the raw file.
   returned: when O(return_output) is true and the command ran
   type: bool
+results:
+  description: With O(steps), one result per step (its C(name) and the values above).
+  returned: when O(steps) is given
+  type: list
+  elements: dict
 """
 
 
@@ -233,9 +240,6 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "host": {"type": "str"},
     "return_output": {"type": "bool", "default": False},
 }
-# What one entry of `steps` may set; the rest comes from the module's own options.
-STEP_KEYS = ("name", "command", "tool", "raw_ext", "timeout", "skip_reason", "env", "requires")
-SBIN = ("/usr/local/sbin", "/usr/sbin", "/sbin")
 
 
 def utc_now() -> str:
@@ -320,20 +324,35 @@ def read_head(path: str, limit: int) -> tuple[str, bool]:
     return data[:limit].decode("utf-8", errors="replace"), len(data) > limit
 
 
-def build_sidecar(params: dict[str, Any], host: str, cwd: str) -> dict[str, Any]:
+STEP_KEYS = (
+    "name",
+    "command",
+    "tool",
+    "raw_ext",
+    "timeout",
+    "skip_reason",
+    "return_output",
+    "env",
+    "requires",
+)
+# Where system tools (ibstat, lspci) live when the login PATH lacks them.
+SBIN = ("/usr/local/sbin", "/usr/sbin", "/sbin")
+
+
+def build_sidecar(step: dict[str, Any], common: dict[str, Any], cwd: str) -> dict[str, Any]:
     """The sidecar as written before the command starts (exit_code null)."""
-    env = {key: str(value) for key, value in params["env"].items()}
-    skipped = params["skip_reason"]
-    command = params["command"]
-    timeout = params["timeout"]
+    env = {key: str(value) for key, value in step["env"].items()}
+    skipped = step["skip_reason"]
+    command = step["command"]
+    timeout = step["timeout"]
     return {
         "schema_version": SCHEMA_VERSION,
-        "name": params["name"],
-        "host": host,
-        "phase": params["phase"],
-        "raw": None if skipped else f"{params['name']}.{params['raw_ext']}",
+        "name": step["name"],
+        "host": common["host"] or socket.gethostname(),
+        "phase": common["phase"],
+        "raw": None if skipped else f"{step['name']}.{step['raw_ext']}",
         "command": None if command is None else command_text(command),
-        "tool": params["tool"],
+        "tool": step["tool"],
         "cwd": cwd,
         "env": env,
         "exit_code": None,
@@ -346,99 +365,103 @@ def build_sidecar(params: dict[str, Any], host: str, cwd: str) -> dict[str, Any]
     }
 
 
-def problem(params: dict[str, Any]) -> str | None:
+def step_problem(step: dict[str, Any]) -> str | None:
     """Argument checks that argument_spec cannot express; None when the step is fine."""
-    if not isinstance(params["name"], str) or not STEP_NAME.match(params["name"]):
-        return f"name {params['name']!r} may hold only letters, digits, '.', '_', '-'"
-    if not STEP_NAME.match(str(params["raw_ext"])) or params["raw_ext"] == "meta.json":
-        return f"raw_ext {params['raw_ext']!r} is not a plain file extension"
-    command = params["command"]
-    if params["skip_reason"] is None:
+    if not isinstance(step["name"], str) or not STEP_NAME.match(step["name"]):
+        return f"name {step['name']!r} may hold only letters, digits, '.', '_', '-'"
+    raw_ext = step["raw_ext"]
+    if not isinstance(raw_ext, str) or not STEP_NAME.match(raw_ext) or raw_ext == "meta.json":
+        return f"raw_ext {raw_ext!r} is not a plain file extension"
+    command = step["command"]
+    if step["skip_reason"] is None:
         if command is None or command == "" or command == []:
             return "command is required unless skip_reason is given"
         if not isinstance(command, (str, list)):
             return "command must be a string or a list of arguments"
-    if not isinstance(params["timeout"], (int, float)) or params["timeout"] < 0:
+    if not isinstance(step["timeout"], (int, float)) or step["timeout"] < 0:
         return "timeout must be >= 0 (0: no limit)"
+    if not isinstance(step["env"], dict):
+        return "env must be a mapping of variable names to values"
     return None
+
+
+def steps_of(params: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
+    """The steps to run (one without O(steps)), each with every key filled; or a problem."""
+    if (params["name"] is None) == (params["steps"] is None):
+        return [], "give either name (one step) or steps (several), not both or neither"
+    given = params["steps"] if params["steps"] is not None else [params]
+    found = []
+    for raw_step in given:
+        unknown = set(raw_step) - {*STEP_KEYS, "search", "skip_note"}
+        if params["steps"] is not None and unknown:
+            return [], f"step {raw_step.get('name')!r}: unknown key(s) {sorted(unknown)}"
+        step = {key: raw_step.get(key, params[key]) for key in STEP_KEYS}
+        step["timeout"] = float(step["timeout"]) if step["timeout"] is not None else 0.0
+        if isinstance(step["requires"], str):
+            step["requires"] = [step["requires"]]
+        step["search"] = raw_step.get("search")
+        step["skip_note"] = raw_step.get("skip_note") or ""
+        problem = step_problem(step)
+        if problem:
+            return [], problem if params["steps"] is None else f"step {step['name']!r}: {problem}"
+        found.append(step)
+    return found, None
+
+
+def program_path(env: dict[str, str]) -> str:
+    """The PATH programs are looked up on: the command's, then the sbin folders."""
+    return os.pathsep.join([env.get("PATH", os.defpath), *SBIN])
+
+
+def find_program(step: dict[str, Any], env: dict[str, str]) -> str | None:
+    """The program a step with `search` runs: the first executable candidate, else its first
+    word on PATH; None when neither exists."""
+    for candidate in step["search"]:
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return str(candidate)
+    return shutil.which(str(step["command"][0]), path=program_path(env))
 
 
 def missing_requirement(requires: list[str], env: dict[str, str]) -> str | None:
     """The first program or path of `requires` the node lacks."""
-    search = os.pathsep.join([env.get("PATH", os.defpath), *SBIN])
     for wanted in requires:
-        found = glob.glob(wanted) if "/" in wanted else shutil.which(wanted, path=search)
+        found = glob.glob(wanted) if "/" in wanted else shutil.which(wanted, path=program_path(env))
         if not found:
             return wanted
     return None
 
 
-def step_params(params: dict[str, Any], step: dict[str, Any]) -> dict[str, Any]:
-    """One entry of `steps` with the module's options as its defaults."""
-    unknown = sorted(set(step) - set(STEP_KEYS))
-    if unknown:
-        raise ValueError(f"step {step.get('name')!r}: unknown key(s) {', '.join(unknown)}")
-    merged = {**params, "steps": None, **step}
-    with contextlib.suppress(TypeError, ValueError):  # a bad value is named by problem()
-        merged["timeout"] = float(merged["timeout"])
-    if isinstance(merged["requires"], str):
-        merged["requires"] = [merged["requires"]]
-    return merged
-
-
-def main() -> None:
-    module = AnsibleModule(
-        argument_spec=ARGUMENT_SPEC,
-        supports_check_mode=True,
-        required_one_of=[("name", "steps")],
-        mutually_exclusive=[("name", "steps"), ("command", "steps")],
-    )
-    params = module.params
-    if params["steps"] is None:
-        if message := problem(params):
-            module.fail_json(msg=message)
-        module.exit_json(**capture(module, params))
-    try:
-        steps = [step_params(params, step) for step in params["steps"]]
-    except ValueError as error:
-        module.fail_json(msg=str(error))
-    for step in steps:
-        if message := problem(step):
-            module.fail_json(msg=f"step {step.get('name')!r}: {message}")
-    results = [{"name": step["name"], **capture(module, step)} for step in steps]
-    module.exit_json(failed=False, changed=True, results=results)
-
-
-def capture(module: AnsibleModule, params: dict[str, Any]) -> dict[str, Any]:
-    """Run one step (or record why it did not run); the module result of that step."""
-    dest = params["dest"]
-    name = params["name"]
-    cwd = params["chdir"] or os.getcwd()
+def capture(step: dict[str, Any], common: dict[str, Any]) -> dict[str, Any]:
+    """Run one step: raw file and sidecar under dest; its result."""
+    cwd = common["chdir"] or os.getcwd()
+    dest, name = common["dest"], step["name"]
+    env = dict(os.environ)
+    env.update({key: str(value) for key, value in step["env"].items()})
+    if step["skip_reason"] is None and (lacking := missing_requirement(step["requires"], env)):
+        step["skip_reason"] = f"{lacking} not found on this host"
+    if (
+        step["skip_reason"] is None
+        and step["search"] is not None
+        and isinstance(step["command"], list)
+    ):
+        program = find_program(step, env)
+        if program is None:
+            step["skip_reason"] = f"{step['command'][0]} not found on this host{step['skip_note']}"
+        else:
+            step["command"] = [program, *step["command"][1:]]
     sidecar_path = os.path.join(dest, f"{name}.meta.json")
-    raw_path = os.path.join(dest, f"{name}.{params['raw_ext']}")
+    raw_path = os.path.join(dest, f"{name}.{step['raw_ext']}")
     result: dict[str, Any] = {
-        # Explicit: without it Ansible marks any result whose rc is not 0 (or is null) as failed.
-        "failed": False,
-        "changed": True,
+        "name": name,
         "rc": None,
         "timed_out": False,
         "raw_path": None,
-        "sidecar_path": None,
+        "sidecar_path": sidecar_path,
         "duration_s": None,
-        "skipped_reason": params["skip_reason"],
+        "skipped_reason": step["skip_reason"],
     }
-    if module.check_mode:
-        return result
-
-    os.makedirs(dest, exist_ok=True)
-    env = dict(os.environ)
-    env.update({key: str(value) for key, value in params["env"].items()})
-    if params["skip_reason"] is None and (lacking := missing_requirement(params["requires"], env)):
-        params = {**params, "skip_reason": f"{lacking} not found on this host"}
-        result["skipped_reason"] = params["skip_reason"]
-    sidecar = build_sidecar(params, params["host"] or socket.gethostname(), cwd)
-    result["sidecar_path"] = sidecar_path
-    if params["skip_reason"] is not None:
+    sidecar = build_sidecar(step, common, cwd)
+    if step["skip_reason"] is not None:
         now = utc_now()
         sidecar.update(started_at=now, ended_at=now)
         write_json_atomic(sidecar_path, sidecar)
@@ -449,12 +472,12 @@ def capture(module: AnsibleModule, params: dict[str, Any]) -> dict[str, Any]:
     started = time.monotonic()
     try:
         exit_code, timed_out = run_streaming(
-            popen_args(params["command"]),
+            popen_args(step["command"]),
             raw_path,
             cwd,
             env,
-            params["timeout"] or None,
-            params["kill_grace_s"],
+            step["timeout"] or None,
+            common["kill_grace_s"],
         )
     except OSError as error:
         # The command could not start (missing binary, bad chdir): record it like a shell would.
@@ -470,9 +493,34 @@ def capture(module: AnsibleModule, params: dict[str, Any]) -> dict[str, Any]:
     )
     write_json_atomic(sidecar_path, sidecar)
     result.update(rc=exit_code, timed_out=timed_out, raw_path=raw_path, duration_s=duration)
-    if params["return_output"]:
+    if step["return_output"]:
         result["output"], result["output_truncated"] = read_head(raw_path, OUTPUT_RETURN_LIMIT)
     return result
+
+
+def main() -> None:
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    params = module.params
+    steps, problem = steps_of(params)
+    if problem:
+        module.fail_json(msg=problem)
+    # Explicit "failed": without it Ansible marks any result whose rc is not 0 (or null) failed.
+    if module.check_mode:
+        skipped = [
+            {"name": s["name"], "rc": None, "skipped_reason": s["skip_reason"]} for s in steps
+        ]
+        if params["steps"] is not None:
+            module.exit_json(failed=False, changed=True, results=skipped)
+        module.exit_json(
+            failed=False, changed=True, timed_out=False, raw_path=None, sidecar_path=None,
+            duration_s=None, **{k: v for k, v in skipped[0].items() if k != "name"},
+        )  # fmt: skip
+    os.makedirs(params["dest"], exist_ok=True)
+    results = [capture(step, params) for step in steps]
+    if params["steps"] is not None:
+        module.exit_json(failed=False, changed=True, results=results)
+    single = {k: v for k, v in results[0].items() if k != "name"}
+    module.exit_json(failed=False, changed=True, **single)
 
 
 if __name__ == "__main__":

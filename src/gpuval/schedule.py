@@ -15,7 +15,11 @@ Host order is the natural order of the names ("node2" before "node10") whatever 
 inventory gives, so the same hosts always give the same plan; within a pair the first host is
 the earlier one (the iperf3 client, the rank-0 host).
 
-From Ansible (on the controller, with the suite's Python):
+Between the rounds of the pair phase (the `gpuval_pairs` action plugin): `next_stage` plans what
+runs next, `retry_entries` + `pack_rounds` what runs again to confirm a failure. A planned pair
+is an `Entry`: its round, hosts, the try number of each kind and the step names it writes.
+
+From a shell:
   python -m gpuval.schedule rounds --hosts a b c d
   python -m gpuval.schedule staged --hosts a b c d --all-nodes fail
   python -m gpuval.schedule staged --hosts a b c d --all-nodes fail --failed a--b --passed c--d
@@ -32,7 +36,9 @@ import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, TypedDict
+
+from gpuval import steps
 
 Pair = tuple[str, str]
 Rounds = list[list[Pair]]
@@ -187,6 +193,153 @@ def staged_plan(
     if suspects and not good:
         return StagePlan("all-pairs", ordered, circle_rounds(ordered), suspects, good)
     return StagePlan("confirm", ordered, confirm_rounds(suspects, good, partners), suspects, good)
+
+
+# ------------------------------------------------------------------ between the rounds
+
+
+class Entry(TypedDict):
+    """One pair to run in a round: its tries (kind -> try number), the steps they write on the
+    pair's first host (kind -> step names; iperf3 has both directions) and on its second host
+    (`peers`: the iperf3 servers' and the all-reduce's second node's outputs)."""
+
+    round: int
+    a: str
+    b: str
+    tries: dict[str, int]
+    steps: dict[str, list[str]]
+    peers: dict[str, list[str]]
+
+
+class LatestTry(TypedDict):
+    """The latest try of one measurement as judged so far (status ok, low, failed or wrong)."""
+
+    kind: str
+    a: str
+    b: str
+    round: int
+    attempt: int
+    status: str
+
+
+def entry(round_number: int, a: str, b: str, tries: Mapping[str, int]) -> Entry:
+    names = {
+        kind: steps.pair_entry_steps(kind, round_number, a, b, attempt)
+        for kind, attempt in tries.items()
+    }
+    return {
+        "round": round_number,
+        "a": a,
+        "b": b,
+        "tries": dict(tries),
+        "steps": names,
+        "peers": {
+            kind: [steps.peer(name) for name in found]
+            for kind, found in names.items()
+            if kind in steps.PEER_KINDS
+        },
+    }
+
+
+def pack_rounds(entries: Iterable[Entry]) -> list[list[Entry]]:
+    """Entries in rounds where no host appears twice (first fit, in the given order)."""
+    rounds: list[list[Entry]] = []
+    busy: list[set[str]] = []
+    for item in entries:
+        for index, hosts in enumerate(busy):
+            if not hosts & {item["a"], item["b"]}:
+                rounds[index].append(item)
+                hosts.update((item["a"], item["b"]))
+                break
+        else:
+            rounds.append([item])
+            busy.append({item["a"], item["b"]})
+    return rounds
+
+
+def one_pair_per_round(rounds: list[list[Entry]], parallel: bool) -> list[list[Entry]]:
+    """The rounds as they are, or (not parallel) every pair in a round of its own."""
+    return rounds if parallel else [[item] for items in rounds for item in items]
+
+
+def retry_entries(latest: Sequence[LatestTry], max_tries: int, active: set[str]) -> list[Entry]:
+    """Pairs whose latest try failed or was low, with tries left and both hosts still there.
+    Wrong results are not re-run: a later try cannot repair corrupted data."""
+    wanted: dict[tuple[int, str, str], dict[str, int]] = {}
+    for t in latest:
+        if t["status"] not in ("failed", "low") or t["attempt"] >= max_tries:
+            continue
+        if not {t["a"], t["b"]} <= active:
+            continue
+        tries = wanted.setdefault((t["round"], t["a"], t["b"]), {})
+        tries[t["kind"]] = max(tries.get(t["kind"], 0), t["attempt"] + 1)
+    return [entry(r, a, b, tries) for (r, a, b), tries in wanted.items()]
+
+
+def schedule_entries(
+    rounds: Sequence[Sequence[Pair]], first_round: int, kinds: Sequence[str], active: set[str]
+) -> list[list[Entry]]:
+    """A schedule's rounds as entries with try 1 of every kind; pairs with a host gone are
+    dropped (their first tries stay missing, which fails them closed)."""
+    return [
+        [entry(number, a, b, dict.fromkeys(kinds, 1)) for a, b in pairs if {a, b} <= active]
+        for number, pairs in enumerate(rounds, start=first_round)
+    ]
+
+
+def pair_outcomes(latest: Sequence[LatestTry]) -> dict[Pair, bool]:
+    """Per pair: passed when every measurement of every kind passed."""
+    outcomes: dict[Pair, bool] = {}
+    for t in latest:
+        pair = (t["a"], t["b"])
+        outcomes[pair] = outcomes.get(pair, True) and t["status"] == "ok"
+    return outcomes
+
+
+Stage = Literal["start", "all-nodes", "screen", "pairs"]
+
+
+@dataclass(frozen=True)
+class NextStage:
+    """What the pair phase runs next; mode done, all-nodes, all-pairs, screen or confirm."""
+
+    mode: str
+    rounds: list[list[Entry]] = field(default_factory=list)
+    suspects: list[str] = field(default_factory=list)
+    known_good: list[str] = field(default_factory=list)
+
+
+def next_stage(
+    stage: Stage,
+    mode: Literal["all-pairs", "staged"],
+    hosts: Sequence[str],
+    kinds: Sequence[str],
+    active: set[str],
+    *,
+    latest: Sequence[LatestTry] = (),
+    used_rounds: int = 0,
+    all_nodes_passed: bool = False,
+    partners: int = 1,
+) -> NextStage:
+    """The stage after `stage`: start -> all pairs (all-pairs mode) or the all-nodes test
+    (staged); all-nodes -> done or screening; screen -> confirmation; pairs -> done. Round
+    numbers go on from `used_rounds`, so every try of the run has its own step name."""
+    if stage == "start":
+        if mode == "staged":
+            return NextStage("all-nodes")
+        return NextStage("all-pairs", schedule_entries(circle_rounds(hosts), 1, kinds, active))
+    if stage == "all-nodes":
+        plan = staged_plan(hosts, all_nodes_passed)
+    elif stage == "screen":
+        plan = staged_plan(hosts, False, pair_outcomes(latest), partners)
+    else:
+        return NextStage("done")
+    return NextStage(
+        plan.mode,
+        schedule_entries(plan.rounds, used_rounds + 1, kinds, active),
+        plan.suspects,
+        [h for h in plan.known_good if h in active],
+    )
 
 
 def parse_pair(text: str) -> Pair:

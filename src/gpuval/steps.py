@@ -1,52 +1,339 @@
-"""Step names: what the roles call each raw output, and how the judge reads a name back.
+"""The step-name registry: every name a step of a run can have, and the steps run.json expects.
 
-Pair steps are `pair-<kind>-r<round>-<a>--<b>-try<k>`:
-- kind: `iperf3` (tool iperf3, `-J`; Gbit/s), `allreduce` (tool gpuval-allreduce-bench, busbw
-  GB/s), `nccl` (tool nccl-tests across the two nodes, busbw GB/s);
-- round: the schedule round (1-based); k: the try, 1 for the first run, 2.. for repeats;
-- a--b: inventory names; for iperf3 the direction the data flowed, sender--receiver. Host names
-  must not contain "--".
+A step is one captured command: `raw/<host>/<step>.<ext>` and its sidecar `<step>.meta.json`.
+The roles take their step names from here (through the `gpuval_steps` and `gpuval_pairs`
+action plugins), run_context writes `expected_steps` into run.json, and the judge reads names
+back with `pair_step` and `failed_phase`. Shapes:
+
+    <probe>                               preflight probes (PREFLIGHT_PROBES: nvidia-smi, ...)
+    health-<probe>, health-<probe>-after  node health before and after the benchmarks
+    <step>-after                          a probe captured again after the benchmarks (after_step)
+    p2pBandwidthLatencyTest               intranode, per node
+    nccl-<collective>                     intranode nccl-tests, per node
+    internode-nccl-<collective>           nccl-tests across all nodes, on the first node
+    mpi-preflight                         mpirun across all nodes, on the first node
+    allnodes-allreduce                    staged mode's all-nodes test, on the first node
+    pair-<kind>-r<round>-<a>--<b>-try<k>  pair tests (kind iperf3 | allreduce | nccl)
+    peer-<...>                            a pair's or all-nodes test's other side (not collected)
+    failed-<phase>                        written on the controller when a node fails a phase
+
+For a pair: round is the schedule round (from 1), k the try (1, then repeats), a--b the inventory
+names; for iperf3 the direction the data flowed (sender--receiver), else the pair in schedule
+order (the rank-0 host first). Host names must not hold "--".
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
 
+P2P = "p2pBandwidthLatencyTest"
+MPI_PREFLIGHT = "mpi-preflight"
+ALLNODES_ALLREDUCE = "allnodes-allreduce"
+INTERNODE_PREFIX = "internode-"
 PAIR_KINDS = ("iperf3", "allreduce", "nccl")
+# Pair kinds with a process of their own on the second host (mpirun starts nccl's ranks itself).
+PEER_KINDS = ("iperf3", "allreduce")
+PEER_PREFIX = "peer-"
+FAILED_PREFIX = "failed-"
+# Phases a node can fail in; a failure record is the step failed-<phase>.
+PHASES = (
+    "preflight",
+    "health",
+    "install",
+    "build",
+    "intranode",
+    "mpi-preflight",
+    "internode",
+    "pairs",
+)
+
 PAIR_STEP = re.compile(
     r"^pair-(?P<kind>iperf3|allreduce|nccl)-r(?P<round>\d+)-(?P<a>.+?)--(?P<b>.+)-try(?P<try>\d+)$"
 )
-INTERNODE_PREFIX = "internode-"
-ALLNODES_ALLREDUCE = "allnodes-allreduce"
+STEP_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
 
 
 @dataclass(frozen=True)
-class PairStep:
-    kind: str
-    round: int
-    src: str  # as named: the iperf3 sender, or the first host
-    dst: str
-    attempt: int
+class Probe:
+    """One preflight command: its step name, parser hint and how it runs on a node.
+
+    `command` is an argument vector (its first word looked up on the node) or a shell script
+    (a string, run through /bin/sh); `gpu` marks probes that need the NVIDIA driver;
+    `facts` marks probes whose output the controller reads back to derive the node's facts."""
+
+    name: str
+    command: tuple[str, ...] | str
+    tool: str
+    raw_ext: str = "txt"
+    gpu: bool = False
+    facts: bool = False
 
 
-def pair_step(name: str) -> PairStep | None:
-    """The parts of a pair step name; None for any other step."""
-    match = PAIR_STEP.match(name)
-    if not match:
-        return None
-    return PairStep(match["kind"], int(match["round"]), match["a"], match["b"], int(match["try"]))
+# Fields of nvidia-smi --query-gpu, in this order.
+QUERY_GPU_FIELDS = (
+    "index",
+    "name",
+    "pci.bus_id",
+    "uuid",
+    "driver_version",
+    "compute_cap",
+    "pcie.link.gen.current",
+    "pcie.link.gen.max",
+    "pcie.link.width.current",
+    "pcie.link.width.max",
+    "memory.total",
+)
 
-
-def pair_step_name(kind: str, round_: int, src: str, dst: str, attempt: int) -> str:
-    return f"pair-{kind}-r{round_}-{src}--{dst}-try{attempt}"
+PREFLIGHT_PROBES = (
+    Probe("nvidia-smi-query", ("nvidia-smi", "-q", "-x"), "nvidia-smi-xml", "xml", gpu=True),
+    Probe(
+        "nvidia-smi-query-gpu",
+        ("nvidia-smi", f"--query-gpu={','.join(QUERY_GPU_FIELDS)}", "--format=csv"),
+        "nvidia-smi-csv",
+        "csv",
+        gpu=True,
+        facts=True,
+    ),
+    Probe("nvidia-smi", ("nvidia-smi",), "nvidia-smi", gpu=True, facts=True),
+    Probe("nvidia-smi-topo", ("nvidia-smi", "topo", "-m"), "nvidia-smi-topo", gpu=True),
+    Probe("nvidia-smi-nvlink", ("nvidia-smi", "nvlink", "-s"), "nvidia-smi-nvlink", gpu=True),
+    # -n: numeric class codes (0300 VGA, 0302 3D controller), which name no vendor marketing.
+    Probe("lspci-nvidia", ("lspci", "-D", "-n", "-d", "10de:"), "context", facts=True),
+    Probe("nvcc-version", ("nvcc", "--version"), "nvcc-version", facts=True),
+    # The script is filled in by the controller (it names the headers to read).
+    Probe("nccl-version", "", "nccl-version", facts=True),
+    Probe("mpirun-version", ("mpirun", "--version"), "mpirun-version", facts=True),
+    Probe("ibstat", ("ibstat",), "ibstat"),
+    Probe("ibv_devinfo", ("ibv_devinfo", "-v"), "ibv_devinfo"),
+    Probe("ip-addr", ("ip", "-j", "addr"), "context", "json"),
+    # Each interface's line rate: the reference of the TCP pair tests (every node has sysfs,
+    # not every node ethtool). grep exits 2 for interfaces without a speed file (lo, bridges).
+    Probe("sysfs-net", "grep -H . /sys/class/net/*/speed /sys/class/net/*/operstate", "sysfs-net"),
+    Probe("os-release", "uname -a; cat /etc/os-release", "os-release"),
+)
+PREFLIGHT_STEPS = tuple(probe.name for probe in PREFLIGHT_PROBES)
 
 
 # --- Node health: the health phase's passive probes are captured before the benchmarks and
 # again after them; the second capture is the step of the same name with AFTER_SUFFIX.
 HEALTH_PHASE = "health"
 AFTER_SUFFIX = "-after"
+# Passive probes (roles/health/vars/main.yml holds their commands) and the stages they run in.
+HEALTH_PASSIVE_STAGES = {
+    "health-kernel-log": ("before", "after"),
+    "health-pci": ("before", "after"),
+    "health-ib-sysfs": ("before", "after"),
+    "health-modules": ("before",),
+    # Before the benchmarks this is the preflight's own nvidia-smi-query.
+    "nvidia-smi-query": ("after",),
+}
+HEALTH_GEMM_BURN = "health-gemm-burn"
+HEALTH_DCGM_DIAG = "health-dcgm-diag"
+HEALTH_NVBANDWIDTH = "health-nvbandwidth"
+HEALTH_LEVELS = ("none", "quick", "standard", "extended")
 
 
 def after_step(step: str) -> str:
     return step + AFTER_SUFFIX
+
+
+def health_passive_steps(stage: str) -> list[str]:
+    """The passive probes' step names of one health stage (before | after)."""
+    return [
+        after_step(name) if stage == "after" else name
+        for name, stages in HEALTH_PASSIVE_STAGES.items()
+        if stage in stages
+    ]
+
+
+def intranode_nccl(collective: str) -> str:
+    return f"nccl-{collective}"
+
+
+def internode_nccl(collective: str) -> str:
+    return f"{INTERNODE_PREFIX}nccl-{collective}"
+
+
+def failed(phase: str) -> str:
+    """The failure record of a node that failed `phase`."""
+    if phase not in PHASES:
+        raise ValueError(f"unknown phase {phase!r}; known: {', '.join(PHASES)}")
+    return FAILED_PREFIX + phase
+
+
+def failed_phase(name: str) -> str | None:
+    """The phase of a failure record's step name; None for every other step."""
+    phase = name.removeprefix(FAILED_PREFIX)
+    return phase if name.startswith(FAILED_PREFIX) and phase in PHASES else None
+
+
+def peer(name: str) -> str:
+    """Where the second side of a pair or all-nodes test writes (never collected)."""
+    return PEER_PREFIX + name.removeprefix("pair-")
+
+
+@dataclass(frozen=True)
+class PairStep:
+    kind: str
+    round: int
+    src: str  # as named: the iperf3 sender, or the pair's first host
+    dst: str
+    attempt: int
+
+    @property
+    def name(self) -> str:
+        return pair_step_name(self.kind, self.round, self.src, self.dst, self.attempt)
+
+
+def pair_step_name(kind: str, round_: int, src: str, dst: str, attempt: int) -> str:
+    """pair-<kind>-r<round>-<src>--<dst>-try<attempt>."""
+    if kind not in PAIR_KINDS:
+        raise ValueError(f"unknown pair kind {kind!r}; known: {', '.join(PAIR_KINDS)}")
+    if "--" in src or "--" in dst:
+        raise ValueError(f"host names must not hold '--': {src!r}, {dst!r}")
+    return f"pair-{kind}-r{round_}-{src}--{dst}-try{attempt}"
+
+
+def pair_step(name: str) -> PairStep | None:
+    """The parts of a pair step's name; None for any other step."""
+    match = PAIR_STEP.match(name)
+    if not match:
+        return None
+    return PairStep(match["kind"], int(match["round"]), match["a"], match["b"], int(match["try"]))
+
+
+def pair_entry_steps(kind: str, round_number: int, a: str, b: str, attempt: int) -> list[str]:
+    """The steps one try of a pair writes on its first host: iperf3 both directions (a->b,
+    then b->a with -R), the other kinds one step."""
+    steps = [pair_step_name(kind, round_number, a, b, attempt)]
+    if kind == "iperf3":
+        steps.append(pair_step_name(kind, round_number, b, a, attempt))
+    return steps
+
+
+# -------------------------------------------------------------------- what a run expects
+
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "sendrecv")
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """The knobs that decide which steps a run has, with the suite's defaults (the same as the
+    roles' defaults/main.yml, which a unit test holds equal)."""
+
+    intranode_collectives: tuple[str, ...] = COLLECTIVES
+    intranode_p2p: bool = True
+    internode_collectives: tuple[str, ...] = COLLECTIVES
+    pairs_mode: str = "all-pairs"
+    pairs_iperf3: bool = True
+    pairs_allreduce: str = "auto"  # auto | required | false
+    pairs_nccl: str = "auto"
+    health_level: str = "none"  # none | quick | standard | extended
+
+    @classmethod
+    def from_variables(cls, variables: Mapping[str, Any]) -> RunPlan:
+        """The plan with the role variables that are set (inventory, -e) over the defaults."""
+        values: dict[str, Any] = {}
+        for attribute, variable in PLAN_VARIABLES.items():
+            if variable in variables and variables[variable] is not None:
+                values[attribute] = _plan_value(attribute, variables[variable])
+        return cls(**values)
+
+    def to_variables(self) -> dict[str, Any]:
+        """The plan as role variables (run.json `config`)."""
+        plain = asdict(self)
+        return {
+            variable: list(value) if isinstance(value, tuple) else value
+            for attribute, variable in PLAN_VARIABLES.items()
+            for value in [plain[attribute]]
+        }
+
+
+# Role variable of each plan knob.
+PLAN_VARIABLES = {
+    "intranode_collectives": "bench_intranode_collectives",
+    "intranode_p2p": "bench_intranode_p2p",
+    "internode_collectives": "bench_internode_collectives",
+    "pairs_mode": "bench_pairs_mode",
+    "pairs_iperf3": "bench_pairs_iperf3",
+    "pairs_allreduce": "bench_pairs_allreduce",
+    "pairs_nccl": "bench_pairs_nccl",
+    "health_level": "health_level",
+}
+
+
+def _plan_value(attribute: str, value: Any) -> Any:
+    default = getattr(RunPlan(), attribute)
+    if isinstance(default, tuple):
+        if isinstance(value, str) or not isinstance(value, Iterable):
+            raise ValueError(f"{PLAN_VARIABLES[attribute]} must be a list, not {value!r}")
+        return tuple(str(item) for item in value)
+    if isinstance(default, bool):
+        return _truth(value)
+    if attribute in ("pairs_allreduce", "pairs_nccl"):
+        return "false" if not _truth(value) else str(value)
+    if attribute == "health_level" and str(value) not in HEALTH_LEVELS:
+        raise ValueError(f"health_level must be one of {', '.join(HEALTH_LEVELS)}, not {value!r}")
+    return str(value)
+
+
+def _truth(value: Any) -> bool:
+    """Ansible's words for false (a YAML false, "no", "off", "0", ...) are false."""
+    if isinstance(value, str):
+        return value.strip().lower() not in ("false", "no", "off", "0", "n", "f", "")
+    return bool(value)
+
+
+# Phases whose steps run.json can list in advance (the others leave no step of their own).
+PLANNED_PHASES = ("preflight", "health", "intranode", "internode", "pairs")
+
+
+def expected_steps(
+    hosts: Sequence[str], plan: RunPlan, phases: Iterable[str] = PLANNED_PHASES
+) -> dict[str, list[str]]:
+    """Per host, the steps it must leave a sidecar for, so a step that never ran fails closed.
+
+    Of the `phases` a playbook runs: every host runs the preflight probes and the intranode
+    steps; the first host the internode collectives; in all-pairs mode with two hosts or more,
+    try 1 of every scheduled pair, on the pair's first host: iperf3 both ways when on, the
+    all-reduce and nccl pairs only when "required" ("auto" may skip them on nodes without torch
+    or GPUs). Staged mode knows no pair in advance. The health phase: its passive probes before
+    and after the benchmarks, and with a health_level the GEMM burn and DCGM diagnostics (each
+    recorded as skipped where the node cannot run it); nvbandwidth is left out, as it runs only
+    at the levels that ask for it and with a binary built."""
+    from gpuval.schedule import circle_rounds
+
+    wanted = set(phases)
+    unknown = wanted - set(PLANNED_PHASES)
+    if unknown:
+        raise ValueError(f"unknown phase(s) {sorted(unknown)}; known: {', '.join(PLANNED_PHASES)}")
+    intranode = ([P2P] if plan.intranode_p2p else []) + [
+        intranode_nccl(c) for c in plan.intranode_collectives
+    ]
+    health = (
+        [*health_passive_steps("before"), *health_passive_steps("after")]
+        + ([HEALTH_GEMM_BURN, HEALTH_DCGM_DIAG] if plan.health_level != "none" else [])
+        if "health" in wanted
+        else []
+    )
+    expected: dict[str, list[str]] = {
+        host: [*(PREFLIGHT_STEPS if "preflight" in wanted else ())]
+        + health
+        + (intranode if "intranode" in wanted else [])
+        for host in hosts
+    }
+    if hosts and "internode" in wanted:
+        expected[hosts[0]] += [internode_nccl(c) for c in plan.internode_collectives]
+    if "pairs" not in wanted or plan.pairs_mode != "all-pairs" or len(hosts) < 2:
+        return expected
+    kinds = (["iperf3"] if plan.pairs_iperf3 else []) + [
+        kind for kind in ("allreduce", "nccl") if getattr(plan, f"pairs_{kind}") == "required"
+    ]
+    for number, pairs in enumerate(circle_rounds(hosts), start=1):
+        for a, b in pairs:
+            for kind in kinds:
+                expected[a] += pair_entry_steps(kind, number, a, b, 1)
+    return expected

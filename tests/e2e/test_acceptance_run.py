@@ -112,7 +112,7 @@ def bare_playbook(inventory: Path, reports: Path, run_id: str) -> CliRun:
     """ansible-playbook itself, with what gpuval run would pass (and the playbook's report)."""
     variables = {
         **load_profile(str(PROFILE)).ansible_vars(), **phase_vars(["pairs"]),
-        "gpuval_run_id": run_id, "gpuval_reports_dir": str(reports), "report_fail_on_verdict": [],
+        "gpuval_run_id": run_id, "gpuval_reports_dir": str(reports), "report_fail_play": False,
     }  # fmt: skip
     argv: Sequence[str] = [
         str(VENV_BIN / "ansible-playbook"), "-i", str(inventory),

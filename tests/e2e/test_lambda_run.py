@@ -32,7 +32,7 @@ import pytest
 
 from gpuval.cloud.lambda_api import LambdaCloud
 from gpuval.cloud.state import LaunchedInstance, RunState, now_iso, state_path, write_state
-from tests.e2e.shared import DOUBLES_VARIABLES, REPO, TOOLKIT_VARS, VENV_BIN, install_doubles
+from tests.e2e.doubles import DOUBLES_VARS, REPO, TOOLKIT_VARS, VENV_BIN, install_doubles
 from tests.fake_lambda_api import FakeInstance, FakeLambdaCloud, FakeType, Machine
 from tests.simhosts import faults
 from tests.simhosts.cluster import Cluster
@@ -177,12 +177,12 @@ class WholeRun:
 def whole_run(tmp_path_factory: pytest.TempPathFactory, toolkits: list[str]) -> Iterator[WholeRun]:
     work = tmp_path_factory.mktemp("lambda-whole")
     with simulated_hosts(2, name="e2e-lambda", bind_ro=toolkits) as cluster:
-        install_doubles(cluster, work / "data")
+        install_doubles(cluster, work)
         # Launches closer than 1 s are refused (the API's "one per 12 seconds", shortened).
         with fake_cloud(cluster, new_type(**{"us-east-1": 2}), launch_interval_s=1.0) as cloud:
             reports = work / "reports"
             variables = lambda_variables(cloud, reports, "lambda-whole", cluster)
-            variables |= {**TOOLKIT_VARS, **DOUBLES_VARIABLES}
+            variables |= {**TOOLKIT_VARS, **DOUBLES_VARS}
             password = work / "vault-password"
             password.write_text("vault-test-password\n")
             secrets = work / "lambda-secrets.yml"

@@ -25,23 +25,21 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from gpuval.checks.health import health_subject
+from tests.e2e.doubles import DEFAULT_PATH, DOUBLES, REPO, doubles_data
+from tests.e2e.doubles import DOUBLES_ON_HOST as ON_HOST
+from tests.e2e.runs import PlaybookRun, inventory_dir, record, run_playbook
 from tests.simhosts.cluster import Cluster
 from tests.simhosts.fixtures import simulated_hosts
 
 pytestmark = pytest.mark.simhosts
 
-REPO = Path(__file__).resolve().parents[2]
-VENV_BIN = Path(sys.executable).parent
-DOUBLES = REPO / "tests" / "fixtures" / "gpu-doubles"
-ON_HOST = "/opt/gpuval-doubles"
+HERE = Path(__file__).parent
 IB_ROOT = f"{ON_HOST}/data/sys/class/infiniband"
-DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 FAULTS = {"node1": "pcie-x8", "node2": "xid79", "node3": "remap", "node4": None}
 PHASES = "preflight,health,intranode,collect,report"
 VARIABLES: dict[str, object] = {
@@ -55,56 +53,28 @@ VARIABLES: dict[str, object] = {
     "bench_pairs_nccl": False,
     "health_sysfs_infiniband_root": IB_ROOT,
     "health_modules_file": f"{ON_HOST}/data/proc-modules",
-    "report_fail_on_verdict": [],
 }
 # What the passive health probes may add to a run on three hosts (issue 9).
 PASSIVE_BUDGET_S = 5.0
 
 
-@dataclass
-class Run:
-    returncode: int
-    output: str
-    seconds: float
-    run_dir: Path
-
-
-def record(line: str) -> None:
-    print(line)
-    if target := os.environ.get("GPUVAL_TIMINGS_FILE"):
-        with open(target, "a", encoding="utf-8") as timings:
-            timings.write(line + "\n")
-
-
-def playbook(work: Path, run_id: str, tags: str, *extra: str) -> Run:
-    """benchmark.yml on the cluster's inventory beside the repository's group_vars; each play's
-    wall time lands in <run_id>.plays.json."""
-    variables = {**VARIABLES, "gpuval_run_id": run_id, "gpuval_reports_dir": str(work / "reports")}
-    command = [
-        str(VENV_BIN / "ansible-playbook"), "-i", str(work / "inventory" / "cluster.ini"),
-        str(REPO / "playbooks" / "benchmark.yml"), "-e", json.dumps(variables), "--tags", tags,
-        *extra,
-    ]  # fmt: skip
-    environment = {
-        **os.environ, "PATH": f"{VENV_BIN}:{os.environ['PATH']}",
-        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
-        "ANSIBLE_CALLBACK_PLUGINS": str(Path(__file__).parent / "callback_plugins"),
-        "ANSIBLE_CALLBACKS_ENABLED": "play_timer",
+def playbook(work: Path, run_id: str, tags: str, *extra: str) -> PlaybookRun:
+    """benchmark.yml with these tags; each play's wall time lands in <run_id>.plays.json."""
+    timer = {
+        # The repository's callbacks (ansible.cfg) and the tests' play timer.
+        "ANSIBLE_CALLBACK_PLUGINS": f"{REPO / 'plugins/callback'}:{HERE / 'callback_plugins'}",
+        "ANSIBLE_CALLBACKS_ENABLED": "gpuval_interrupted,play_timer",
         "GPUVAL_PLAY_TIMES": str(work / f"{run_id}.plays.json"),
-    }  # fmt: skip
-    started = time.monotonic()
-    done = subprocess.run(command, cwd=REPO, env=environment, capture_output=True, text=True,
-                          check=False)  # fmt: skip
-    seconds = time.monotonic() - started
-    (work / f"{run_id}.ansible.log").write_text(done.stdout + done.stderr)
-    return Run(done.returncode, done.stdout + done.stderr, seconds, work / "reports" / run_id)
+    }
+    return run_playbook(
+        "benchmark.yml", work / "inventory" / "cluster.ini", work / "reports", run_id, VARIABLES,
+        ["--tags", tags, *extra], timer,
+    )  # fmt: skip
 
 
 def install_doubles(cluster: Cluster, work: Path, faults: dict[str, str | None]) -> None:
     """Every host gets the doubles and its own recordings (with its fault)."""
-    recordings = work / "recordings"
-    if not recordings.is_dir():
-        subprocess.run([str(DOUBLES / "data.sh"), str(recordings)], check=True)
+    recordings = doubles_data(work)
     for host in cluster.hosts:
         target = host.root / ON_HOST.lstrip("/")
         shutil.rmtree(target, ignore_errors=True)
@@ -142,15 +112,12 @@ def bump_link_downed_after_first_read(cluster: Cluster, host: str, run_id: str) 
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster, Path]]:
     work = tmp_path_factory.mktemp("e2e-health")
     with simulated_hosts(4, name="e2e-health") as hosts:
-        inventory = work / "inventory"
-        inventory.mkdir()
-        shutil.copy(hosts.inventory, inventory / "cluster.ini")
-        (inventory / "group_vars").symlink_to(REPO / "inventory" / "group_vars")
+        inventory_dir(hosts, work / "inventory")
         yield hosts, work
 
 
 @pytest.fixture(scope="module")
-def faulty(cluster: tuple[Cluster, Path]) -> Run:
+def faulty(cluster: tuple[Cluster, Path]) -> PlaybookRun:
     hosts, work = cluster
     install_doubles(hosts, work, FAULTS)
     bumper = bump_link_downed_after_first_read(hosts, "node4", "faulty")
@@ -161,7 +128,7 @@ def faulty(cluster: tuple[Cluster, Path]) -> Run:
 
 
 @pytest.fixture(scope="module")
-def clean(cluster: tuple[Cluster, Path], faulty: Run) -> Run:
+def clean(cluster: tuple[Cluster, Path], faulty: PlaybookRun) -> PlaybookRun:
     hosts, work = cluster
     install_doubles(hosts, work, {})
     run = playbook(work, "clean", PHASES)
@@ -169,20 +136,21 @@ def clean(cluster: tuple[Cluster, Path], faulty: Run) -> Run:
     return run
 
 
-def checks(run: Run) -> list[dict[str, str]]:
+def checks(run: PlaybookRun) -> list[dict[str, str]]:
     document = json.loads((run.run_dir / "results.json").read_text())
     found: list[dict[str, str]] = document["checks"]
     return found
 
 
-def summary(run: Run) -> dict[str, object]:
+def summary(run: PlaybookRun) -> dict[str, object]:
     document = json.loads((run.run_dir / "summary.json").read_text())
     assert isinstance(document, dict)
     return document
 
 
-def test_exactly_the_faulty_nodes_fail_with_their_reasons(faulty: Run) -> None:
-    assert faulty.returncode == 0, faulty.output[-6000:]
+def test_exactly_the_faulty_nodes_fail_with_their_reasons(faulty: PlaybookRun) -> None:
+    # The verdict is FAIL (below): the report play fails, ansible-playbook exits 2.
+    assert faulty.returncode == 2, faulty.output[-6000:]
     failing: dict[str, list[dict[str, str]]] = {}
     for check in checks(faulty):
         if check["status"] in ("fail", "error"):
@@ -203,7 +171,7 @@ def test_exactly_the_faulty_nodes_fail_with_their_reasons(faulty: Run) -> None:
     assert summary(faulty)["verdict"] == "fail"
 
 
-def test_the_node_health_table_names_evidence_and_action(faulty: Run) -> None:
+def test_the_node_health_table_names_evidence_and_action(faulty: PlaybookRun) -> None:
     table = summary(faulty)["node_health"]
     assert isinstance(table, dict)
     cells = {row["host"]: row["cells"] for row in table["hosts"]}
@@ -221,7 +189,7 @@ def test_the_node_health_table_names_evidence_and_action(faulty: Run) -> None:
     assert "Do: reseat or replace the cable of mlx5_1 port 1" in page
 
 
-def test_a_clean_cluster_passes_every_health_check(clean: Run) -> None:
+def test_a_clean_cluster_passes_every_health_check(clean: PlaybookRun) -> None:
     assert clean.returncode == 0, clean.output[-6000:]
     found = checks(clean)
     bad = [c for c in found if c["status"] in ("fail", "error", "unjudged")]
@@ -237,7 +205,7 @@ def test_a_clean_cluster_passes_every_health_check(clean: Run) -> None:
 
 
 def test_passive_health_probes_add_at_most_five_seconds_on_three_hosts(
-    cluster: tuple[Cluster, Path], clean: Run
+    cluster: tuple[Cluster, Path], clean: PlaybookRun
 ) -> None:
     _, work = cluster
     # After preflight, as in a run: the health plays find the nodes' connections open.

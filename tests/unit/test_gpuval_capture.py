@@ -280,6 +280,44 @@ def test_bad_arguments_fail(tmp_path: Path, args: dict[str, Any], message: str) 
     assert not (tmp_path / "d").exists()
 
 
+def test_steps_run_in_order_each_with_its_files_and_missing_programs_are_skipped(
+    tmp_path: Path,
+) -> None:
+    dest = tmp_path / "run"
+    fake = tmp_path / "bin" / "fake-nvcc"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 'Cuda compilation tools, release 13.0, V13.0.88' \"$@\"\n")
+    fake.chmod(0o755)
+    result = run_module(
+        tmp_path,
+        dest=str(dest),
+        phase="preflight",
+        host="node1",
+        steps=[
+            {"name": "nvcc-version", "command": ["nvcc", "--version"], "tool": "nvcc-version",
+             "search": [str(tmp_path / "none"), str(fake)], "return_output": True},
+            {"name": "gpu", "command": ["no-such-program-gpuval", "-q"], "search": [],
+             "skip_note": ": no NVIDIA driver"},
+            {"name": "os-release", "command": "echo ID=debian", "tool": "os-release"},
+        ],
+    )  # fmt: skip
+    assert result["failed"] is False, result
+    by_name = {r["name"]: r for r in result["results"]}
+    assert list(by_name) == ["nvcc-version", "gpu", "os-release"]
+    assert by_name["nvcc-version"]["rc"] == 0
+    assert by_name["nvcc-version"]["output"].strip() == (
+        "Cuda compilation tools, release 13.0, V13.0.88 --version"
+    )
+    assert read_sidecar(dest, "nvcc-version")["command"] == f"{fake} --version"
+    assert (
+        by_name["gpu"]["skipped_reason"]
+        == "no-such-program-gpuval not found on this host: no NVIDIA driver"
+    )
+    assert read_sidecar(dest, "gpu")["raw"] is None
+    assert (dest / "os-release.txt").read_text() == "ID=debian\n"
+    assert all(read_sidecar(dest, n)["host"] == "node1" for n in by_name)
+
+
 def test_through_ansible_a_failing_command_does_not_fail_the_task(tmp_path: Path) -> None:
     """Ansible marks results with a non-zero rc as failed unless the module says otherwise."""
     ansible = Path(sys.executable).parent / "ansible"
@@ -353,10 +391,14 @@ def test_a_required_program_on_path_or_a_matching_path_lets_the_step_run(tmp_pat
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        ({"steps": [{"name": "a", "command": "true", "colour": "red"}]}, "unknown key(s) colour"),
+        (
+            {"steps": [{"name": "a", "command": "true", "colour": "red"}]},
+            "unknown key(s) ['colour']",
+        ),
         ({"steps": [{"name": "a/b", "command": "true"}]}, "step 'a/b': name"),
         ({"steps": [{"name": "a"}]}, "step 'a': command is required"),
-        ({"name": "a", "command": "true", "steps": []}, "mutually exclusive"),
+        ({"name": "a", "command": "true", "steps": []}, "not both"),
+        ({"name": "a", "command": "true", "steps": [{"name": "b", "command": "true"}]}, "not both"),
     ],
 )
 def test_bad_steps_fail_before_anything_runs(

@@ -102,20 +102,12 @@ def test_steps_are_read_from_the_capture_results_only() -> None:
 
 
 def test_tags_keep_the_expected_steps_to_the_phases_that_run() -> None:
-    assert phases_run((), ()) == ["preflight", "intranode", "internode", "pairs"]
+    everything = ["preflight", "health", "intranode", "internode", "pairs"]
+    assert phases_run((), ()) == everything
     assert phases_run(("pairs",), ()) == ["pairs"]
     assert phases_run(("preflight", "install", "pairs"), ("pairs",)) == ["preflight"]
-    assert phases_run((), ("intranode",)) == ["preflight", "internode", "pairs"]
-    assert phase_vars(["pairs"]) == {
-        "run_context_phases": ["pairs"],
-        "run_context_preflight_steps": [],
-        "bench_intranode_collectives": [],
-        "bench_intranode_p2p": False,
-        "bench_internode_collectives": [],
-    }
-    assert phase_vars(["preflight", "intranode", "internode", "pairs"]) == {
-        "run_context_phases": ["preflight", "intranode", "internode", "pairs"]
-    }
+    assert phases_run((), ("intranode",)) == ["preflight", "health", "internode", "pairs"]
+    assert phase_vars(["pairs"]) == {"run_context_phases": ["pairs"]}
 
 
 def test_a_first_interrupt_asks_ansible_to_stop_a_second_kills_it() -> None:

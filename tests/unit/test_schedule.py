@@ -9,8 +9,15 @@ import pytest
 
 from gpuval import schedule
 from gpuval.schedule import (
+    LatestTry,
     circle_rounds,
     confirm_rounds,
+    entry,
+    next_stage,
+    one_pair_per_round,
+    pack_rounds,
+    pair_outcomes,
+    retry_entries,
     screen_rounds,
     split_screen,
     staged_plan,
@@ -133,3 +140,86 @@ def test_cli_staged_confirm_and_bad_pair(capsys: pytest.CaptureFixture[str]) -> 
     assert document["pairs"] == [{"round": 1, "a": "a", "b": "c"}, {"round": 1, "a": "b", "b": "d"}]
     assert schedule.main([*argv, "--failed", "ab"]) == 2
     assert "HOST--HOST" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ between the rounds
+
+
+def latest(kind: str, a: str, b: str, status: str, attempt: int = 1, rnd: int = 1) -> LatestTry:
+    return {"kind": kind, "a": a, "b": b, "round": rnd, "attempt": attempt, "status": status}
+
+
+def test_an_entry_names_the_steps_of_its_tries() -> None:
+    planned = entry(2, "a", "b", {"iperf3": 1, "allreduce": 3, "nccl": 2})
+    assert planned["steps"] == {
+        "iperf3": ["pair-iperf3-r2-a--b-try1", "pair-iperf3-r2-b--a-try1"],
+        "allreduce": ["pair-allreduce-r2-a--b-try3"],
+        "nccl": ["pair-nccl-r2-a--b-try2"],
+    }
+    assert planned["peers"] == {
+        "iperf3": ["peer-iperf3-r2-a--b-try1", "peer-iperf3-r2-b--a-try1"],
+        "allreduce": ["peer-allreduce-r2-a--b-try3"],
+    }
+
+
+def test_pack_rounds_never_puts_a_host_twice_in_a_round() -> None:
+    entries = [
+        entry(1, a, b, {"iperf3": 2}) for a, b in [("a", "b"), ("a", "c"), ("c", "d"), ("b", "d")]
+    ]
+    rounds = pack_rounds(entries)
+    assert [[(e["a"], e["b"]) for e in r] for r in rounds] == [
+        [("a", "b"), ("c", "d")],
+        [("a", "c"), ("b", "d")],
+    ]
+    assert one_pair_per_round(rounds, parallel=False) == [[e] for r in rounds for e in r]
+    assert one_pair_per_round(rounds, parallel=True) == rounds
+
+
+def test_retry_entries_repeat_failed_and_low_tries_while_tries_and_hosts_are_left() -> None:
+    found = [
+        latest("iperf3", "a", "b", "low"),
+        latest("allreduce", "a", "b", "failed", attempt=2),
+        latest("iperf3", "c", "d", "wrong"),  # corrupted data: a repeat cannot repair it
+        latest("iperf3", "e", "f", "failed", attempt=3),  # no try left
+        latest("iperf3", "g", "h", "failed"),  # h is gone
+        latest("iperf3", "i", "j", "ok"),
+    ]
+    active = {"a", "b", "c", "d", "e", "f", "g", "i", "j"}
+    retries = retry_entries(found, max_tries=3, active=active)
+    assert [(e["round"], e["a"], e["b"], e["tries"]) for e in retries] == [
+        (1, "a", "b", {"iperf3": 2, "allreduce": 3})
+    ]
+
+
+def test_next_stage_all_pairs_and_staged() -> None:
+    hosts = ["n1", "n2", "n3", "n4"]
+    start = next_stage("start", "all-pairs", hosts, ["iperf3"], set(hosts))
+    assert start.mode == "all-pairs" and len(start.rounds) == 3
+    assert all(e["tries"] == {"iperf3": 1} for r in start.rounds for e in r)
+    without_n4 = next_stage("start", "all-pairs", hosts, ["iperf3"], {"n1", "n2", "n3"})
+    assert all("n4" not in (e["a"], e["b"]) for r in without_n4.rounds for e in r)
+    assert next_stage("start", "staged", hosts, ["iperf3"], set(hosts)).mode == "all-nodes"
+    passed = next_stage(
+        "all-nodes", "staged", hosts, ["allreduce"], set(hosts), all_nodes_passed=True
+    )
+    assert passed.mode == "done" and passed.rounds == []
+    screen = next_stage("all-nodes", "staged", hosts, ["iperf3"], set(hosts), used_rounds=0)
+    assert screen.mode == "screen"
+    assert [(e["round"], e["a"], e["b"]) for r in screen.rounds for e in r] == [
+        (1, "n1", "n4"), (1, "n2", "n3"),
+    ]  # fmt: skip
+    screened = [latest("iperf3", "n1", "n4", "ok"), latest("iperf3", "n2", "n3", "low")]
+    confirm = next_stage(
+        "screen", "staged", hosts, ["iperf3"], set(hosts), latest=screened, used_rounds=1
+    )
+    assert (confirm.mode, confirm.suspects, confirm.known_good) == (
+        "confirm", ["n2", "n3"], ["n1", "n4"],
+    )  # fmt: skip
+    assert {e["round"] for r in confirm.rounds for e in r} == {2}
+    assert next_stage("pairs", "all-pairs", hosts, ["iperf3"], set(hosts)).mode == "done"
+
+
+def test_pair_outcomes_pass_only_when_every_kind_passed() -> None:
+    found = [latest("iperf3", "a", "b", "ok"), latest("allreduce", "a", "b", "low")]
+    found.append(latest("iperf3", "c", "d", "ok"))
+    assert pair_outcomes(found) == {("a", "b"): False, ("c", "d"): True}

@@ -39,13 +39,13 @@ class ProfileError(ValueError):
     """A profile that cannot be used; the message names the file, line and key."""
 
 
-
 def _threshold_values(document: dict[str, Any]) -> dict[str, Any]:
     """The profile's thresholds as the judge holds them (YAML lists of codes become tuples)."""
     return {
         key: tuple(value) if isinstance(value, list) else value
         for key, value in document.get("thresholds", {}).items()
     }
+
 
 @dataclass(frozen=True)
 class Hardware:
@@ -146,7 +146,7 @@ class Profile:
         if self.hardware.gpus_per_node:
             variables["gpuval_gpus_per_node"] = self.hardware.gpus_per_node
         if self.health_level:
-            variables["gpuval_health_level"] = self.health_level
+            variables["health_level"] = self.health_level
         return variables
 
     def record(self) -> dict[str, Any]:

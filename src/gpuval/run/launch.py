@@ -38,9 +38,9 @@ from gpuval.checks.model import Status
 from gpuval.pipeline import AUTO, PROFILE_RECORD, report_run
 from gpuval.profile import Profile
 from gpuval.run.progress import Progress, ticking
+from gpuval.steps import PLANNED_PHASES as MEASURING_PHASES
 
 RUN_ID_FORMAT = "%Y%m%dT%H%M%SZ"
-MEASURING_PHASES = ("preflight", "intranode", "internode", "pairs")
 STOP_GRACE_S = 30.0
 COLLECT_TIMEOUT_S = 300
 EXIT_ERROR = 2
@@ -95,20 +95,9 @@ def phases_run(tags: tuple[str, ...], skip_tags: tuple[str, ...]) -> list[str]:
 
 
 def phase_vars(phases: list[str]) -> dict[str, Any]:
-    """Role variables that keep run.json's expected steps to the phases that run."""
-    variables: dict[str, Any] = {"run_context_phases": phases}
-    if "preflight" not in phases:
-        variables["run_context_preflight_steps"] = []
-    if "intranode" not in phases:
-        variables |= {"bench_intranode_collectives": [], "bench_intranode_p2p": False}
-    if "internode" not in phases:
-        variables["bench_internode_collectives"] = []
-    if "pairs" not in phases:
-        variables |= {
-            "bench_pairs_iperf3": False, "bench_pairs_allreduce": "false",
-            "bench_pairs_nccl": "false",
-        }  # fmt: skip
-    return variables
+    """Role variables that keep run.json's expected steps to the phases that run (the step
+    registry leaves out every step of the others)."""
+    return {"run_context_phases": phases}
 
 
 class Stopper:

@@ -1,7 +1,7 @@
-#!/usr/bin/python
 # Copyright: gpuval contributors
 # Apache License 2.0 (see pyproject.toml)
-"""Ansible module: plan, launch or terminate a run's Lambda instances (thin wrapper over gpuval)."""
+# mypy: allow-subclassing-any
+"""Action gpuval_lambda: plan, launch or terminate a run's Lambda instances (over gpuval.cloud)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ansible.module_utils.basic import AnsibleModule, env_fallback
+from ansible.module_utils.common.parameters import env_fallback
+from ansible.plugins.action import ActionBase
 
 DOCUMENTATION = r"""
 ---
@@ -27,8 +28,8 @@ description:
   - O(state=absent) terminates the run's live instances (the ids of the state file and any
     live instance named like the run's), records the cost in C(lambda/cost.json) and in the
     C(cloud) section of C(run.json). In check mode it only lists them.
-  - Calls C(gpuval.cloud.provision); runs on the controller with the Python that has gpuval
-    installed (C(ansible_python_interpreter={{ ansible_playbook_python }})).
+  - Calls C(gpuval.cloud.provision) inside ansible-playbook's own process (an action plugin);
+    never connects to the host it runs for.
   - Lambda Cloud API reference U(https://docs-api.lambda.ai/api/cloud).
 version_added: "0.1.0"
 options:
@@ -111,7 +112,7 @@ notes:
   - The key is never returned, printed or written; the module fails with the API's error code
     and a message saying what to do.
 requirements:
-  - the gpuval package importable by the module's Python
+  - the gpuval package installed in ansible-playbook's Python
 author:
   - gpuval contributors
 """
@@ -208,28 +209,56 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "guard": {"type": "bool", "default": False},
     "inventory_vars": {"type": "dict", "default": {}},
 }
+# Options passed as they are to gpuval.cloud.provision.RunRequest.
+REQUEST_OPTIONS = (
+    "instance_type", "region", "count", "ssh_key_name", "hours", "max_spend_usd",
+    "max_instances", "name_prefix", "active_timeout_s", "ssh_timeout_s", "poll_s", "ssh_port",
+)  # fmt: skip
 LAUNCH_OPTIONS = ["instance_type", "region", "ssh_key_name", "max_spend_usd"]
-# What each state answered, in the run folder: the task that passes the key is no_log, which
-# hides its result, so the playbook reads this (key-free) record to print the plan or the error.
+# What each state answered, in the run folder (lambda/).
 OUTCOME_FILES = {"planned": "plan.json", "present": "launch.json", "absent": "teardown.json"}
 
 
-def finish(module: AnsibleModule, run_dir: Path, result: dict[str, Any]) -> None:
-    """Write the outcome record, then exit (or fail with its error)."""
-    outcome = run_dir / "lambda" / OUTCOME_FILES[module.params["state"]]
-    outcome.parent.mkdir(parents=True, exist_ok=True)
-    outcome.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    result["outcome_file"] = str(outcome)
-    if "error" in result:
-        module.fail_json(msg=result["error"], **result)
-    module.exit_json(**result)
+class ActionModule(ActionBase):
+    _supports_check_mode = True
+
+    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        from gpuval.cloud.cost import PlanRefused
+        from gpuval.cloud.lambda_api import LambdaApiError
+        from gpuval.cloud.provision import ProvisionError
+        from gpuval.cloud.state import StateError
+
+        super().run(tmp, task_vars)
+        _, params = self.validate_argument_spec(
+            argument_spec=ARGUMENT_SPEC,
+            required_if=[
+                ("state", "planned", LAUNCH_OPTIONS),
+                ("state", "present", LAUNCH_OPTIONS),
+            ],
+        )
+        check_mode = bool(self._task.check_mode)
+        run_dir = Path(params["run_dir"]).resolve()
+        result: dict[str, Any] = {"changed": False, "check_mode": check_mode}
+        try:
+            act(params, check_mode, run_dir, result)
+        except (LambdaApiError, PlanRefused, ProvisionError, StateError) as problem:
+            result["error"] = str(problem)
+        # The task that passes the key is no_log, which hides its result: the playbook reads
+        # this key-free record of the answer to print the plan or the error.
+        outcome = run_dir / "lambda" / OUTCOME_FILES[params["state"]]
+        outcome.parent.mkdir(parents=True, exist_ok=True)
+        outcome.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        result["outcome_file"] = str(outcome)
+        if "error" in result:
+            result.update(failed=True, msg=result["error"])
+        return result
 
 
-def run(module: AnsibleModule, run_dir: Path, result: dict[str, Any]) -> None:
+def act(params: dict[str, Any], check_mode: bool, run_dir: Path, result: dict[str, Any]) -> None:
+    """Plan, launch or tear down, as params["state"] says; what happened goes into result."""
     from gpuval.cloud import guard, provision
     from gpuval.cloud.lambda_api import LambdaApiError, LambdaCloud, api_url_from_environment
 
-    params = module.params
     if not params["api_key"]:
         raise LambdaApiError(
             "no API key: set LAMBDA_API_KEY, or give api_key (from Ansible Vault)",
@@ -239,10 +268,10 @@ def run(module: AnsibleModule, run_dir: Path, result: dict[str, Any]) -> None:
     client = LambdaCloud(params["api_key"], api_url)
     if params["state"] == "absent":
         teardown = provision.teardown(
-            client, run_dir, reason="teardown (lambda_teardown.yml)", dry_run=module.check_mode
+            client, run_dir, reason="teardown (lambda_teardown.yml)", dry_run=check_mode
         )
         result |= {
-            "changed": bool(teardown.terminated) and not module.check_mode,
+            "changed": bool(teardown.terminated) and not check_mode,
             "terminated": teardown.terminated,
             "already_gone": teardown.already_gone,
             "cost": teardown.cost,
@@ -251,22 +280,11 @@ def run(module: AnsibleModule, run_dir: Path, result: dict[str, Any]) -> None:
     request = provision.RunRequest(
         run_id=params["run_id"] or run_dir.name,
         run_dir=run_dir,
-        instance_type=params["instance_type"],
-        region=params["region"],
-        count=params["count"],
-        ssh_key_name=params["ssh_key_name"],
-        hours=params["hours"],
-        max_spend_usd=params["max_spend_usd"],
-        max_instances=params["max_instances"],
-        name_prefix=params["name_prefix"],
-        active_timeout_s=params["active_timeout_s"],
-        ssh_timeout_s=params["ssh_timeout_s"],
-        poll_s=params["poll_s"],
-        ssh_port=params["ssh_port"],
+        **{option: params[option] for option in REQUEST_OPTIONS},
     )
     plan = provision.plan(client, request)
     result |= {"plan": plan.to_dict(), "plan_lines": plan.lines()}
-    if params["state"] == "planned" or module.check_mode:
+    if params["state"] == "planned" or check_mode:
         return
 
     def start_guard() -> None:
@@ -287,33 +305,3 @@ def run(module: AnsibleModule, run_dir: Path, result: dict[str, Any]) -> None:
         "inventory": str(inventory),
         "seconds_left": provision.seconds_left(run_dir),
     }
-
-
-def main() -> None:
-    module = AnsibleModule(
-        argument_spec=ARGUMENT_SPEC,
-        required_if=[("state", "planned", LAUNCH_OPTIONS), ("state", "present", LAUNCH_OPTIONS)],
-        supports_check_mode=True,
-    )
-    run_dir = Path(module.params["run_dir"]).resolve()
-    result: dict[str, Any] = {"changed": False, "check_mode": module.check_mode}
-    try:
-        from gpuval.cloud.cost import PlanRefused
-        from gpuval.cloud.lambda_api import LambdaApiError
-        from gpuval.cloud.provision import ProvisionError
-        from gpuval.cloud.state import StateError
-    except ImportError as problem:
-        result["error"] = (
-            f"cannot import gpuval ({problem}): run the module with the Python that has gpuval "
-            "installed (ansible_python_interpreter: '{{ ansible_playbook_python }}')"
-        )
-        finish(module, run_dir, result)
-    try:
-        run(module, run_dir, result)
-    except (LambdaApiError, PlanRefused, ProvisionError, StateError) as problem:
-        result["error"] = str(problem)
-    finish(module, run_dir, result)
-
-
-if __name__ == "__main__":
-    main()

@@ -1,0 +1,106 @@
+# Copyright: gpuval contributors
+# Apache License 2.0 (see pyproject.toml)
+# mypy: allow-subclassing-any
+"""Callback gpuval_interrupted: after Ctrl-C, collect what the nodes hold and render the report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ansible import context
+from ansible.executor.playbook_executor import PlaybookExecutor
+from ansible.executor.task_queue_manager import TaskQueueManager
+from ansible.plugins.callback import CallbackBase
+from ansible.utils.context_objects import CLIArgs
+
+DOCUMENTATION = r"""
+---
+name: gpuval_interrupted
+type: notification
+short_description: A gpuval run that is interrupted still collects and reports
+description:
+  - When Ctrl-C stops a play of a run that has a run id (gpuval_run_id, set by run_context) and
+    has not begun its report, runs C(finish.yml) beside the playbook (the collect and report
+    phases) in the same process, with the same inventory, variables and facts, before the
+    interruption ends ansible-playbook. The exit status stays that of an interrupted run (99).
+  - Enabled in the repository's ansible.cfg; from the collection, set
+    C(ANSIBLE_CALLBACKS_ENABLED=gpuval.cluster.gpuval_interrupted).
+requirements:
+  - enable in configuration
+"""
+
+FINISH_PLAYBOOK = "finish.yml"
+REPORT_TAG = "report"
+# One finish at a time: a second Ctrl-C during it ends the process.
+FINISHING: list[str] = []
+
+
+class CallbackModule(CallbackBase):
+    CALLBACK_VERSION = 2.0
+    CALLBACK_TYPE = "notification"
+    CALLBACK_NAME = "gpuval_interrupted"
+    CALLBACK_NEEDS_ENABLED = True
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._playbook_file: str | None = None
+        self._play: Any = None
+        self._ended = False
+        _watch_for_interruption(self)
+
+    def v2_playbook_on_start(self, playbook: Any) -> None:
+        self._playbook_file = playbook._file_name
+
+    def v2_playbook_on_play_start(self, play: Any) -> None:
+        self._play = play
+        # Interrupted while reporting: the report is what was being made, do not start again.
+        self._ended = self._ended or REPORT_TAG in (play.tags or [])
+
+    def v2_playbook_on_stats(self, stats: Any) -> None:
+        self._ended = True
+
+    def finish_after_interruption(self) -> None:
+        """Collect and report the interrupted run (the finish playbook), once."""
+        if self._ended or FINISHING or self._play is None or self._playbook_file is None:
+            return
+        finish = Path(self._playbook_file).parent / FINISH_PLAYBOOK
+        variables = self._play.get_variable_manager()
+        run_id = variables._nonpersistent_fact_cache.get("localhost", {}).get("gpuval_run_id")
+        if not run_id or not finish.is_file():
+            return
+        self._ended = True
+        self._display.warning(
+            f"gpuval: the run stopped before its end; collecting run {run_id} and rendering "
+            f"its report ({finish})"
+        )
+        # Every phase of the finish playbook, whatever --tags the interrupted run had.
+        context.CLIARGS = CLIArgs({
+            **context.CLIARGS, "tags": ("all",), "skip_tags": (), "start_at_task": None,
+            "step": False, "listtasks": False, "listtags": False, "listhosts": False,
+            "syntax": False,
+        })  # fmt: skip
+        FINISHING.append(run_id)
+        PlaybookExecutor(
+            playbooks=[str(finish)],
+            inventory=variables._inventory,
+            variable_manager=variables,
+            loader=self._play._loader,
+            passwords={},
+        ).run()
+
+
+def _watch_for_interruption(callback: CallbackModule) -> None:
+    """Make every play's run hand a Ctrl-C to the callback first (the play's own clean-up has
+    run by then); the newest callback is the one asked."""
+    run = getattr(TaskQueueManager.run, "gpuval_original", TaskQueueManager.run)
+
+    def run_then_finish(manager: TaskQueueManager, play: Any) -> Any:
+        try:
+            return run(manager, play)
+        except KeyboardInterrupt:
+            callback.finish_after_interruption()
+            raise
+
+    run_then_finish.gpuval_original = run  # type: ignore[attr-defined]
+    TaskQueueManager.run = run_then_finish

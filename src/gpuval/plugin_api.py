@@ -1,0 +1,404 @@
+"""What the Ansible controller plugins (plugins/action/) ask of gpuval while a run goes on.
+
+The plugins run inside ansible-playbook's own process and import this module directly. It is
+the only module of the Ansible side that reaches into the judge (the run folder reader, the
+pair analysis, the thresholds, the report pipeline), so a move of those is fixed here:
+- `judge_pairs`: the latest try of every pair measurement gathered so far, as the report would
+  judge it, with the MPI preflight's and the all-nodes test's outcomes (between pair rounds);
+- `render_report`: `gpuval report` on a run folder, its verdict and what it printed;
+- `preflight_facts` / `version_problems`: the facts later roles need, read from preflight
+  probe outputs by gpuval's parsers, and the cross-host version rule;
+- `capture_module`: the name of the node-side capture module beside a running action.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+from gpuval import steps
+from gpuval.schedule import LatestTry
+
+CAPTURE_MODULE = "gpuval_capture"
+# gpuval report's exit code when summary.json is missing (1 fail, 2 error); 0 needs a summary.
+VERDICT_OF_EXIT_CODE = {1: "fail", 2: "error"}
+
+
+def capture_module(resolved_action: str | None) -> str:
+    """gpuval_capture from the same place as the running action: the collection's FQCN when the
+    action came from a collection (gpuval.cluster.gpuval_mpirun), else the short name that
+    ansible.cfg's library path resolves."""
+    parts = (resolved_action or "").split(".")
+    if len(parts) == 3 and parts[0] != "ansible":
+        return f"{parts[0]}.{parts[1]}.{CAPTURE_MODULE}"
+    return CAPTURE_MODULE
+
+
+# ------------------------------------------------------------------ pair tests between rounds
+
+
+@dataclass
+class PairProgress:
+    """The pair tests of a run folder as judged so far."""
+
+    latest: list[LatestTry]
+    mpi_preflight: dict[str, Any]
+    used_rounds: int
+    all_nodes: dict[str, str] | None = None
+    details: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _latest_tries(analysis: Any, rounds: Sequence[int] | None) -> list[dict[str, Any]]:
+    found = []
+    for verdict in analysis.pairs:
+        for measurement in verdict.measurements:
+            tries = [t for t in measurement.tries if not rounds or t.round in rounds]
+            if not tries:
+                continue
+            last = max(tries, key=lambda t: t.attempt)
+            status = (
+                "wrong" if last.outcome == "wrong"
+                else "failed" if last.value is None
+                else "low" if last.low
+                else "ok"
+            )  # fmt: skip
+            found.append({
+                "kind": last.kind, "a": last.a, "b": last.b, "src": last.src, "dst": last.dst,
+                "round": last.round, "attempt": last.attempt, "status": status,
+                "value": last.value, "unit": last.unit, "reason": last.reason,
+            })  # fmt: skip
+    return found
+
+
+def _mpi_preflight_outcome(files: Sequence[Any]) -> dict[str, Any]:
+    from gpuval.checks.cluster import mpi_preflight_checks
+
+    checks = mpi_preflight_checks(files)
+    summary = [c for c in checks if c.check_id == "mpi-preflight"]
+    if not summary:
+        return {"found": False, "ok": None, "failed_hosts": [], "reason": ""}
+    return {
+        "found": True,
+        "ok": all(c.status == "pass" for c in summary),
+        "failed_hosts": sorted({c.host for c in checks if c.check_id == "mpi-preflight.host"}),
+        "reason": "; ".join(c.reason for c in summary),
+    }
+
+
+def _all_nodes_outcome(files: Sequence[Any], host: str) -> dict[str, str]:
+    from gpuval.checks.cluster import allnodes_bench_checks
+    from gpuval.checks.thresholds import DEFAULTS
+
+    name = steps.ALLNODES_ALLREDUCE
+    mine = [f for f in files if f.host == host and f.step == name]
+    if not mine:
+        return {"status": "missing", "reason": f"no {name} output from {host}"}
+    sidecar = mine[0].sidecar
+    if sidecar is not None and (sidecar.skipped or sidecar.timed_out or sidecar.exit_code != 0):
+        why = sidecar.skipped or (
+            "timed out" if sidecar.timed_out else f"exit status {sidecar.exit_code}"
+        )
+        return {"status": "fail", "reason": f"{name} on {host}: {why}"}
+    checks, _ = allnodes_bench_checks(mine, None, DEFAULTS)
+    if not checks:
+        return {"status": "fail", "reason": f"{name} on {host}: no result in its output"}
+    failing = [c for c in checks if c.status == "fail"]
+    return {"status": "fail" if failing else "pass", "reason": (failing or checks)[0].reason}
+
+
+def judge_pairs(
+    run_dir: Path,
+    kinds: Sequence[str],
+    max_tries: int,
+    thresholds_file: Path | None = None,
+    rounds: Sequence[int] | None = None,
+    all_nodes_host: str | None = None,
+) -> PairProgress:
+    """Judge the pair tries in the controller's run folder, as the report will (same
+    thresholds file, same expected steps); `rounds` limits the judgement to those rounds."""
+    from gpuval.checks.pairs import PairThresholds, analyse_pairs
+    from gpuval.checks.thresholds import load_thresholds
+    from gpuval.runfolder import read_run_folder
+
+    folder = read_run_folder(run_dir)
+    suite = load_thresholds(thresholds_file)
+    expected = folder.meta.get("expected")
+    analysis = analyse_pairs(
+        folder.files,
+        PairThresholds.from_thresholds(dataclasses.replace(suite, pair_max_tries=max_tries)),
+        expected if isinstance(expected, dict) else None,
+    )
+    details = [t for t in _latest_tries(analysis, rounds) if t["kind"] in kinds]
+    latest: list[LatestTry] = [
+        {k: t[k] for k in ("kind", "a", "b", "round", "attempt", "status")}  # type: ignore[misc]
+        for t in details
+    ]
+    return PairProgress(
+        latest=latest,
+        mpi_preflight=_mpi_preflight_outcome(folder.files),
+        used_rounds=max((t.round for t in analysis.tries), default=0),
+        all_nodes=_all_nodes_outcome(folder.files, all_nodes_host) if all_nodes_host else None,
+        details=details,
+    )
+
+
+# ------------------------------------------------------------------ the report
+
+
+@dataclass
+class Rendered:
+    rc: int
+    verdict: str
+    lines: list[str]
+    summary: dict[str, Any] | None
+
+
+def _read_summary(run_dir: Path) -> dict[str, Any] | None:
+    try:
+        document = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return document if isinstance(document, dict) else None
+
+
+def render_report(
+    run_dir: Path, thresholds_file: Path | None = None, fail_on: str = "fail"
+) -> Rendered:
+    """`gpuval report RUN_DIR --fail-on FAIL_ON`: its exit code, verdict and what it printed
+    (kept off the process's own stdout and stderr, which belong to Ansible)."""
+    from gpuval.checks.model import STATUSES, Status
+    from gpuval.pipeline import report_run
+
+    if fail_on not in STATUSES:
+        raise ValueError(f"fail_on {fail_on!r} is not a verdict")
+
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+        rc = report_run(run_dir, thresholds_file=thresholds_file, fail_on=cast("Status", fail_on))
+    summary = _read_summary(run_dir)
+    verdict = summary.get("verdict") if summary else None
+    return Rendered(
+        rc,
+        str(verdict) if verdict else VERDICT_OF_EXIT_CODE.get(rc, "error"),
+        printed.getvalue().splitlines(),
+        summary,
+    )
+
+
+# ------------------------------------------------------------------ preflight
+
+# lspci -n lines of NVIDIA display (0300) and 3D (0302) controllers.
+_PCI_GPU = re.compile(r"^\S+ 030[02]:", re.MULTILINE)
+
+
+def preflight_probes(
+    cuda_home: str | None, nccl_home: str | None, nvcc_dirs: Sequence[str], headers: Sequence[str]
+) -> list[dict[str, Any]]:
+    """The preflight probes as the capture module runs them: nvcc searched in the toolkit in
+    use first, NCCL's version read from the header of the NCCL in use first."""
+    nvcc = [f"{d}/nvcc" for d in ([f"{cuda_home}/bin"] if cuda_home else []) + list(nvcc_dirs)]
+    probes = []
+    for probe in steps.PREFLIGHT_PROBES:
+        command: Any = list(probe.command) if isinstance(probe.command, tuple) else probe.command
+        entry: dict[str, Any] = {
+            "name": probe.name,
+            "command": command,
+            "tool": probe.tool,
+            "raw_ext": probe.raw_ext,
+            "return_output": probe.facts,
+        }
+        if probe.name == "nccl-version":
+            entry["command"] = nccl_version_script(
+                ([f"{nccl_home}/include/nccl.h"] if nccl_home else []) + list(headers)
+            )
+        if isinstance(command, list):
+            entry["search"] = nvcc if probe.name == "nvcc-version" else []
+            if probe.gpu:
+                entry["skip_note"] = ": no NVIDIA driver, GPU phases skipped"
+        probes.append(entry)
+    return probes
+
+
+def nccl_version_script(headers: Sequence[str]) -> str:
+    """Where NCCL is and which version: header defines first (exact), then the library file
+    names, then a Python wheel (gpuval.parsers.software_versions reads this output)."""
+    import shlex
+
+    listed = " ".join(shlex.quote(h) for h in dict.fromkeys(headers))
+    return "\n".join([
+        f"for header in {listed}; do",
+        '  if [ -r "$header" ]; then',
+        '    echo "header: $header"',
+        "    grep -E '^#define NCCL_(MAJOR|MINOR|PATCH|SUFFIX|VERSION_CODE)\\b' \"$header\"",
+        "  fi",
+        "done",
+        "PATH=\"$PATH:/sbin:/usr/sbin\" ldconfig -p 2>/dev/null | grep -E 'libnccl\\.so' |"
+        " while read -r _ _ _ path; do",
+        '  echo "library: $path -> $(readlink -f "$path")"',
+        "done",
+        "python3 - <<'PY' 2>/dev/null",
+        "import importlib.util",
+        'spec = importlib.util.find_spec("nvidia.nccl")',
+        "for location in (spec.submodule_search_locations or []) if spec else []:",
+        '    print("python wheel: " + location)',
+        "PY",
+        "true",
+    ])  # fmt: skip
+
+
+def _version(text: str, tool: str) -> tuple[str | None, str | None]:
+    from gpuval.parsers import parse_text
+
+    result = parse_text(text, tool=tool) if text.strip() else None
+    for run in result.runs if result else []:
+        version = getattr(run, "version", None)
+        return (str(version) if version else None), getattr(run, "implementation", None)
+    return None, None
+
+
+def _gpus(csv_text: str) -> list[Any]:
+    from gpuval.parsers import parse_text
+
+    result = parse_text(csv_text, tool="nvidia-smi-csv") if csv_text.strip() else None
+    return [gpu for run in (result.runs if result else []) for gpu in getattr(run, "gpus", [])]
+
+
+def _smi_failure(result: Mapping[str, Any], output: str, timeout_s: float) -> str | None:
+    """Why nvidia-smi's query failed, in one line; None when it ran fine or was skipped."""
+    if result.get("skipped_reason") or result.get("rc") == 0:
+        return None
+    if result.get("timed_out"):
+        return f"nvidia-smi timed out after {timeout_s:g} s"
+    lines = [
+        line.strip()
+        for line in output.splitlines()
+        if line.strip() and not re.match(r"^\s*(\d+\s*,|index,)", line)
+    ]
+    return f"nvidia-smi failed (exit {result.get('rc')}): {lines[0] if lines else 'no output'}"
+
+
+def preflight_facts(results: Sequence[Mapping[str, Any]], timeout_s: float) -> dict[str, Any]:
+    """The facts later roles orchestrate with, read by gpuval's parsers from the probe outputs
+    the capture module returned; `problems` lists what makes this node's run meaningless."""
+    by_name = {str(r.get("name")): r for r in results}
+
+    def output(name: str) -> str:
+        return str(by_name.get(name, {}).get("output") or "")
+
+    gpus = _gpus(output("nvidia-smi-query-gpu"))
+    capabilities = sorted({c for g in gpus if (c := g.fields.get("compute_cap"))})
+    nvcc, _ = _version(output("nvcc-version"), "nvcc-version")
+    cuda = nvcc
+    if cuda is None:
+        found = re.search(r"CUDA Version: *([0-9.]+)", output("nvidia-smi"))
+        cuda = found[1] if found else None
+    mpi, implementation = _version(output("mpirun-version"), "mpirun-version")
+    smi_error = _smi_failure(
+        by_name.get("nvidia-smi-query-gpu", {}), output("nvidia-smi-query-gpu"), timeout_s
+    )
+    pci_gpus = len(_PCI_GPU.findall(output("lspci-nvidia")))
+    return {
+        "preflight_has_gpu": bool(gpus),
+        "preflight_gpu_count": len(gpus),
+        "preflight_gpu_names": [str(g.name) for g in gpus],
+        "preflight_compute_capabilities": capabilities,
+        "preflight_nvcc_gencode": " ".join(
+            f"-gencode=arch=compute_{c.replace('.', '')},code=sm_{c.replace('.', '')}"
+            for c in capabilities
+        ),
+        "preflight_driver_version": gpus[0].fields.get("driver_version") if gpus else None,
+        "preflight_cuda_version": ".".join(cuda.split(".")[:2]) if cuda else None,
+        "preflight_nccl_version": _version(output("nccl-version"), "nccl-version")[0],
+        "preflight_mpi_version": f"{implementation} {mpi}" if implementation and mpi else mpi,
+        "preflight_smi_error": smi_error,
+        "preflight_pci_gpu_count": pci_gpus,
+    }
+
+
+def host_problems(facts: Mapping[str, Any], expected_gpus: int) -> list[str]:
+    """What makes one node's benchmarks meaningless: GPUs lost or missing."""
+    problems = []
+    smi_error, count = facts.get("preflight_smi_error"), int(facts["preflight_gpu_count"])
+    if smi_error and "No devices were found" not in smi_error:
+        problems.append(f"{smi_error}: GPUs missing from nvidia-smi (lost, or the driver is not "
+                        "talking to them)")  # fmt: skip
+    if expected_gpus > 0 and count < expected_gpus:
+        problems.append(f"expected {expected_gpus} GPUs, nvidia-smi lists {count}")
+    if int(facts["preflight_pci_gpu_count"]) > count:
+        problems.append(
+            f"{facts['preflight_pci_gpu_count']} NVIDIA GPUs on the PCI bus but nvidia-smi "
+            f"lists {count}: GPUs missing (driver not loaded, or fallen off the bus)"
+        )
+    return problems
+
+
+def version_problems(facts_by_host: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Mixed NVIDIA driver or NCCL versions across hosts (collectives hang or fail between
+    NCCL versions): one sentence each."""
+    problems = []
+    for key, label, why in (
+        ("preflight_driver_version", "NVIDIA driver", ""),
+        ("preflight_nccl_version", "NCCL", " (NCCL hangs or fails between versions)"),
+    ):
+        seen = {h: str(f[key]) for h, f in sorted(facts_by_host.items()) if f.get(key)}
+        if len(set(seen.values())) > 1:
+            problems.append(f"mixed {label} versions across hosts{why}: {json.dumps(seen)}")
+    return problems
+
+
+# ------------------------------------------------------------------ run.json `declared`
+
+# Inventory variable of each run.json `declared` key, and the type it is written as.
+DECLARED_VARIABLES: dict[str, tuple[str, type]] = {
+    "gpu_model": ("gpuval_gpu_model", str),
+    "gpus_per_node": ("gpuval_gpus_per_node", int),
+    "system": ("gpuval_system", str),
+    "nic_count": ("gpuval_nic_count", int),
+    "nic_rate_gbit": ("gpuval_nic_rate_gbit", float),
+    "ib_hcas": ("gpuval_ib_hcas", list),
+    "network_interface": ("gpuval_network_interface", str),
+}
+KIND_WORDS = {str: "a string", int: "a whole number", float: "a number", list: "a list"}
+
+
+def declared_hardware(variables: Mapping[str, Any]) -> dict[str, Any]:
+    """What a host's inventory variables say it is (run.json `declared`): the variables that are
+    set, in run.schema.json's types. Unset means null, "" or, for gpuval_gpus_per_node, 0 (the
+    inventories' "do not check"); gpuval_ib_hcas may be NCCL_IB_HCA's comma-separated form.
+    A value of the wrong type is a ValueError naming its variable."""
+    declared: dict[str, Any] = {}
+    for key, (variable, kind) in DECLARED_VARIABLES.items():
+        value = variables.get(variable)
+        if value is None or value == "" or value == [] or (key == "gpus_per_node" and value == 0):
+            continue
+        try:
+            if kind is list:
+                items = value.split(",") if isinstance(value, str) else list(value)
+                declared[key] = [str(item).strip() for item in items if str(item).strip()]
+            elif kind is str:
+                declared[key] = str(value)
+            else:
+                declared[key] = _number(value, kind)
+        except (TypeError, ValueError):
+            raise ValueError(f"{variable}: {value!r} is not {KIND_WORDS[kind]}") from None
+        if isinstance(declared[key], int | float) and declared[key] < 0:
+            raise ValueError(f"{variable}: {value!r} must not be negative")
+    return declared
+
+
+def _number(value: Any, kind: type) -> int | float:
+    if isinstance(value, bool):
+        raise TypeError(value)
+    number = float(value)
+    if kind is int:
+        if not number.is_integer():
+            raise ValueError(value)
+        return int(number)
+    return number

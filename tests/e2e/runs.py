@@ -1,0 +1,95 @@
+"""Running the playbooks on simulated hosts, for the end-to-end tests and `make bench-ansible`
+(the hosts' doubles: tests/e2e/doubles.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from tests.e2e.doubles import REPO, TOOLKIT_VARS, VENV_BIN
+from tests.simhosts.cluster import Cluster
+
+
+@dataclass
+class PlaybookRun:
+    returncode: int
+    output: str
+    seconds: float
+    run_dir: Path
+
+
+def inventory_dir(cluster: Cluster, where: Path) -> Path:
+    """The cluster's inventory beside the repository's group_vars, as a user's inventory sits;
+    host_vars/ is there for a test to break one node."""
+    where.mkdir(parents=True, exist_ok=True)
+    shutil.copy(cluster.inventory, where / "cluster.ini")
+    (where / "group_vars").symlink_to(REPO / "inventory" / "group_vars")
+    (where / "host_vars").mkdir()
+    return where / "cluster.ini"
+
+
+def run_playbook(
+    playbook: str,
+    inventory: Path,
+    reports: Path,
+    run_id: str,
+    extra_vars: dict[str, object],
+    arguments: Sequence[str] = (),
+    environment: dict[str, str] | None = None,
+) -> PlaybookRun:
+    """playbooks/<playbook> from the repository root with its ansible.cfg; the output is kept
+    beside the run folder for a failing test's reader."""
+    variables = {
+        "gpuval_run_id": run_id, "gpuval_reports_dir": str(reports), **TOOLKIT_VARS, **extra_vars
+    }  # fmt: skip
+    command: Sequence[str] = [
+        str(VENV_BIN / "ansible-playbook"), "-i", str(inventory),
+        str(REPO / "playbooks" / playbook), "-e", json.dumps(variables), *arguments,
+    ]  # fmt: skip
+    env = {**os.environ, "PATH": f"{VENV_BIN}:{os.environ['PATH']}"}
+    env["ANSIBLE_CONFIG"] = str(REPO / "ansible.cfg")
+    # This cluster's facts only: another cluster's node1 is not this one.
+    env["ANSIBLE_CACHE_PLUGIN_CONNECTION"] = str(inventory.parent / "facts")
+    env.update(environment or {})
+    started = time.monotonic()
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, check=False)
+    seconds = time.monotonic() - started
+    output = done.stdout + done.stderr
+    reports.mkdir(parents=True, exist_ok=True)
+    (reports / f"{run_id}.ansible.log").write_text(output)
+    return PlaybookRun(done.returncode, output, seconds, reports / run_id)
+
+
+def record(line: str) -> None:
+    """A timing: printed, and appended to $GPUVAL_TIMINGS_FILE when set."""
+    print(line)
+    if target := os.environ.get("GPUVAL_TIMINGS_FILE"):
+        with open(target, "a", encoding="utf-8") as timings:
+            timings.write(line + "\n")
+
+
+def process_seconds(run_dir: Path) -> float:
+    """Wall time during which a captured benchmark process ran on some node: the union of the
+    [started_at, ended_at] intervals of every sidecar of the run (concurrent ones count once)."""
+    intervals = []
+    for path in run_dir.glob("raw/*/*.meta.json"):
+        meta = json.loads(path.read_text())
+        if meta.get("started_at") and meta.get("ended_at") and not meta.get("skipped"):
+            intervals.append((_stamp(meta["started_at"]), _stamp(meta["ended_at"])))
+    total, reach = 0.0, float("-inf")
+    for start, end in sorted(intervals):
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    return total
+
+
+def _stamp(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()

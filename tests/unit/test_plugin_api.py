@@ -1,0 +1,157 @@
+"""What the controller plugins ask of gpuval: preflight facts from real probe outputs, the
+cross-host version rule, the capture module's name, the report and the pair judgement."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gpuval import plugin_api, steps
+
+REPO = Path(__file__).resolve().parents[2]
+H100 = REPO / "tests" / "data" / "device" / "h100-x1-2026-11-22"
+
+
+def probe(name: str, output: str, rc: int | None = 0, **more: object) -> dict[str, object]:
+    return {"name": name, "rc": rc, "output": output, "skipped_reason": None, **more}
+
+
+def test_facts_of_a_real_h100_node() -> None:
+    """Recorded on a lent 1x H100 SXM (driver 580.159.04, CUDA 13.0, compute capability 9.0)."""
+    results = [
+        probe("nvidia-smi-query-gpu", (H100 / "nvidia-smi-query-gpu.csv").read_text()),
+        probe("nvidia-smi", (H100 / "nvidia-smi.txt").read_text()),
+        probe("nvcc-version", (H100 / "nvcc-version.txt").read_text()),
+        probe("lspci-nvidia", "0000:00:06.0 0302: 10de:2330 (rev a1)\n"),
+        probe("mpirun-version", "mpirun (Open MPI) 4.1.4\n\nReport bugs to ...\n"),
+    ]
+    facts = plugin_api.preflight_facts(results, 120)
+    assert facts == {
+        "preflight_has_gpu": True,
+        "preflight_gpu_count": 1,
+        "preflight_gpu_names": ["NVIDIA H100 80GB HBM3"],
+        "preflight_compute_capabilities": ["9.0"],
+        "preflight_nvcc_gencode": "-gencode=arch=compute_90,code=sm_90",
+        "preflight_driver_version": "580.159.04",
+        "preflight_cuda_version": "13.0",
+        "preflight_nccl_version": None,
+        "preflight_mpi_version": "Open MPI 4.1.4",
+        "preflight_smi_error": None,
+        "preflight_pci_gpu_count": 1,
+    }
+    assert plugin_api.host_problems(facts, expected_gpus=1) == []
+    assert plugin_api.host_problems(facts, expected_gpus=8) == [
+        "expected 8 GPUs, nvidia-smi lists 1"
+    ]
+
+
+def test_a_node_without_gpu_has_no_problem_but_a_lost_gpu_is_one() -> None:
+    skipped = {"name": "nvidia-smi-query-gpu", "rc": None, "skipped_reason": "not found"}
+    facts = plugin_api.preflight_facts([skipped], 120)
+    assert facts["preflight_has_gpu"] is False and facts["preflight_gpu_count"] == 0
+    assert plugin_api.host_problems(facts, 0) == []
+    lost = probe(
+        "nvidia-smi-query-gpu",
+        "Unable to determine the device handle for GPU0000:41:00.0: Unknown Error\n",
+        rc=15,
+    )
+    pci = probe("lspci-nvidia", "0000:41:00.0 0302: 10de:2330\n0000:42:00.0 0302: 10de:2330\n")
+    facts = plugin_api.preflight_facts([lost, pci], 120)
+    problems = plugin_api.host_problems(facts, 0)
+    assert problems[0].startswith("nvidia-smi failed (exit 15): Unable to determine the device")
+    assert problems[1].startswith("2 NVIDIA GPUs on the PCI bus but nvidia-smi lists 0")
+    timed_out = probe("nvidia-smi-query-gpu", "", rc=None, timed_out=True)
+    assert plugin_api.preflight_facts([timed_out], 30)["preflight_smi_error"] == (
+        "nvidia-smi timed out after 30 s"
+    )
+
+
+def test_mixed_versions_across_hosts() -> None:
+    facts = {
+        "a": {"preflight_driver_version": "570.148.08", "preflight_nccl_version": "2.26.2"},
+        "b": {"preflight_driver_version": "570.148.08", "preflight_nccl_version": "2.27.3"},
+        "c": {"preflight_driver_version": None, "preflight_nccl_version": "2.26.2"},
+    }
+    assert plugin_api.version_problems(facts) == [
+        "mixed NCCL versions across hosts (NCCL hangs or fails between versions): "
+        '{"a": "2.26.2", "b": "2.27.3", "c": "2.26.2"}'
+    ]
+
+
+def test_probes_follow_the_registry_and_the_nccl_script_reads_headers(tmp_path: Path) -> None:
+    probes = plugin_api.preflight_probes("/cuda", "/nccl", ["/usr/local/cuda/bin"], ["/h.h"])
+    assert [p["name"] for p in probes] == list(steps.PREFLIGHT_STEPS)
+    nvcc = next(p for p in probes if p["name"] == "nvcc-version")
+    assert nvcc["search"] == ["/cuda/bin/nvcc", "/usr/local/cuda/bin/nvcc"]
+    header = tmp_path / "nccl.h"
+    header.write_text("#define NCCL_MAJOR 2\n#define NCCL_MINOR 26\n#define NCCL_PATCH 2\n")
+    script = plugin_api.nccl_version_script([str(header)])
+    out = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, check=True)
+    facts = plugin_api.preflight_facts([probe("nccl-version", out.stdout)], 1)
+    assert facts["preflight_nccl_version"] == "2.26.2"
+
+
+def test_capture_module_name_follows_the_action() -> None:
+    assert plugin_api.capture_module("gpuval_mpirun") == "gpuval_capture"
+    assert plugin_api.capture_module("ansible.legacy.gpuval_mpirun") == "gpuval_capture"
+    assert plugin_api.capture_module(None) == "gpuval_capture"
+    assert plugin_api.capture_module("gpuval.cluster.gpuval_mpirun") == (
+        "gpuval.cluster.gpuval_capture"
+    )
+
+
+def test_render_report_keeps_gpuval_quiet_and_gives_the_verdict(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(REPO / "tests" / "data" / "sample-run", run)
+    rendered = plugin_api.render_report(run)
+    assert (rendered.verdict, rendered.rc) == ("fail", 1)  # the bundled sample run fails
+    assert rendered.summary is not None and rendered.summary["verdict"] == "fail"
+    assert any(line.startswith("verdict: FAIL") for line in rendered.lines)
+    assert capsys.readouterr() == ("", "")
+    assert plugin_api.render_report(tmp_path / "missing").verdict == "error"
+
+
+def test_judge_pairs_of_an_empty_run_plans_nothing_to_repeat(tmp_path: Path) -> None:
+    (tmp_path / "raw").mkdir()
+    (tmp_path / "run.json").write_text(json.dumps({"run_id": "t", "hosts": ["a", "b"]}))
+    progress = plugin_api.judge_pairs(tmp_path, ["iperf3"], 3, all_nodes_host="a")
+    assert progress.latest == [] and progress.used_rounds == 0
+    assert progress.mpi_preflight["found"] is False
+    assert progress.all_nodes == {
+        "status": "missing",
+        "reason": "no allnodes-allreduce output from a",
+    }
+
+
+def test_declared_hardware_takes_the_variables_that_are_set_in_the_schemas_types() -> None:
+    declared = plugin_api.declared_hardware({
+        "gpuval_gpu_model": "H100 SXM", "gpuval_gpus_per_node": "8", "gpuval_system": None,
+        "gpuval_nic_count": 8, "gpuval_nic_rate_gbit": "400", "gpuval_ib_hcas": "mlx5_0, mlx5_1",
+        "gpuval_network_interface": "", "unrelated": 1,
+    })  # fmt: skip
+    assert declared == {
+        "gpu_model": "H100 SXM", "gpus_per_node": 8, "nic_count": 8, "nic_rate_gbit": 400.0,
+        "ib_hcas": ["mlx5_0", "mlx5_1"],
+    }  # fmt: skip
+    # 0 GPUs per node is the inventories' "do not check", not a declaration of none
+    assert plugin_api.declared_hardware({"gpuval_gpus_per_node": 0}) == {}
+    assert plugin_api.declared_hardware({"gpuval_ib_hcas": ["mlx5_0"]}) == {"ib_hcas": ["mlx5_0"]}
+
+
+@pytest.mark.parametrize(
+    ("variables", "message"),
+    [
+        ({"gpuval_gpus_per_node": "eight"}, "gpuval_gpus_per_node: 'eight' is not a whole number"),
+        ({"gpuval_nic_count": 2.5}, "gpuval_nic_count: 2.5 is not a whole number"),
+        ({"gpuval_nic_rate_gbit": -1}, "gpuval_nic_rate_gbit: -1 must not be negative"),
+    ],
+)
+def test_declared_hardware_names_a_bad_variable(variables: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        plugin_api.declared_hardware(variables)
