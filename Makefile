@@ -47,7 +47,7 @@ sample-report: $(STAMP)
 ## after another, each sharing its hosts and runs between its assertions.
 test: $(STAMP) system-deps lint ansible-lint syntax-check molecule
 	$(BIN)/pytest -q -n $(JOBS) -m "not simhosts"
-	$(BIN)/pytest -q -m simhosts
+	$(BIN)/pytest -q -m simhosts --durations=15
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests library plugins
