@@ -510,6 +510,15 @@ def test_socket_transport_across_nodes_with_rdma_ports_fails() -> None:
     assert find(checks, "transport").status == "fail"
 
 
+def test_socket_transport_where_rdma_hcas_are_declared_fails_without_ibstat() -> None:
+    """No ibstat output, but the inventory says each node has mlx5_0: TCP is not what was
+    bought, so the declared contract decides, not the missing evidence."""
+    meta = {"declared": {host: {"ib_hcas": ["mlx5_0"]} for host in ("a", "b")}}
+    check = find(judge([internode(40.0, ["NET/Socket"])], meta), "transport")
+    assert check.status == "fail" and "the inventory declares RDMA HCAs" in check.reason
+    assert find(judge([internode(40.0, ["NET/Socket"])]), "transport").status == "warn"
+
+
 def test_shm_between_nvlinked_gpus_warns() -> None:
     run = nccl({GIB: 100.0}, transports=["SHM/direct", "NET/Socket"])
     check = find(judge([raw("n1", "ar", "nccl-tests", [run]), *h100_node()]), "transport")

@@ -336,9 +336,12 @@ def _transport_verdict(
         return "pass", "inter-node traffic over RDMA (NET/IB)"
     if "net/socket" not in transports:
         return None  # not printed (NCCL_DEBUG below INFO): the busbw is judged all the same
-    if any(h.active_rails() for h in judge.evidence.hosts.values()):
+    hosts = judge.evidence.hosts.values()
+    active = any(h.active_rails() for h in hosts)
+    if active or any(h.declared.ib_hcas for h in hosts):
+        why = "RDMA ports are active" if active else "the inventory declares RDMA HCAs"
         return "fail", (
-            "NET/Socket (TCP) used across nodes although RDMA ports are active: no GPUDirect "
+            f"NET/Socket (TCP) used across nodes although {why}: no GPUDirect "
             "RDMA (check NCCL_IB_DISABLE, NCCL_NET, NCCL_IB_HCA, the IB plugin)"
         )
     return "warn", "NET/Socket (TCP) used across nodes: no GPUDirect RDMA"
