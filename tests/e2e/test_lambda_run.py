@@ -250,6 +250,8 @@ def test_the_cost_is_recorded_in_the_run(whole_run: WholeRun) -> None:
     results = json.loads((run.run_dir / "results.json").read_text())
     assert results["meta"]["cloud"] == cost
     assert f"cost ${recorded}" in run.output
+    page = (run.run_dir / "report.html").read_text()  # rendered again after teardown
+    assert f"<dt>What the run cost</dt><dd>{recorded} USD" in page
 
 
 def test_the_guard_stood_down(whole_run: WholeRun) -> None:

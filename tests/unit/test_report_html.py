@@ -7,6 +7,7 @@ which faults were injected); what each test expects follows from those faults.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
@@ -333,3 +334,18 @@ def test_hosts_judged_against_different_peaks_get_a_chart_each(tmp_path: Path) -
         for s in specs if s["data"][0]["type"] == "scatter"
     )  # fmt: skip
     assert drawn == [(["dgx-8xa100"], [300.0]), (["node1", "node2"], [450.0])]
+
+
+def test_provenance_shows_what_a_cloud_run_cost(judged: RunResults) -> None:
+    """Teardown writes run.json's `cloud` section (gpuval.cloud.provision.record_cost); the
+    report rendered after it says what the run cost, next to the plan."""
+    cloud = {
+        "provider": "lambda", "instance_type": "gpu_8x_h100_sxm5", "region": "us-east-1",
+        "count": 2, "cost": {"currency": "USD", "total_usd": 23.92, "planned_usd": 47.84,
+                             "method": "per started minute from launch to termination"},
+    }  # fmt: skip
+    with_cost = dataclasses.replace(judged, meta={**judged.meta, "cloud": cloud})
+    provenance = section(render_report(with_cost), "provenance")
+    assert "lambda: 2 x gpu_8x_h100_sxm5 in us-east-1" in provenance
+    assert "23.92 USD (planned 47.84)" in provenance
+    assert "What the run cost" not in section(render_report(judged), "provenance")
