@@ -169,7 +169,7 @@ def evidence_check(judge: Judge) -> None:
         read = sorted({f.parse.tool for f in files if f.parse})
         judge.add(Check(
             check_id="run.evidence", host=CLUSTER, category="completeness", status="error",
-            reason="nothing was measured or inspected: no benchmark output and no judgeable "
-            f"hardware description was recognised (read: {', '.join(read) or 'nothing'}); no "
-            "evidence is never a pass",
+            reason="nothing was measured and no hardware judged: no benchmark output and no "
+            f"judgeable hardware description was recognised (read: {', '.join(read) or 'nothing'}"
+            "); no evidence is never a pass",
         ))  # fmt: skip
