@@ -178,10 +178,11 @@ class Progress:
         elif kind == "playbook_on_task_start":
             checking = str(data.get("task_action") or "").endswith("validate_argument_spec")
             # A play's phase is its first role's (collect runs inside pairs); roles check their
-            # arguments even when --tags leaves their phase out (those tasks are tagged always).
-            if not self.play_phase and not checking:
-                role = str(data.get("role") or "")
-                self.play_phase = PHASE_OF_ROLE.get(role) or role or self.play
+            # arguments even when --tags leaves their phase out (those tasks are tagged always),
+            # and a phase's own tasks before its role (leaving out a failed node) have none.
+            role = str(data.get("role") or "")
+            if not self.play_phase and not checking and role:
+                self.play_phase = PHASE_OF_ROLE.get(role) or role
                 if self.play_phase != self.phase:
                     self.phase = self.play_phase
                     self._line(f"{clock(time.monotonic() - self.started)}  phase {self.phase}")
