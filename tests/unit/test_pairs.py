@@ -329,6 +329,20 @@ def test_allreduce_pairs_slow_node_and_wrong_results() -> None:
     assert "try 2: wrong results: 5 element(s) reduced wrongly" in link.reason
 
 
+def test_allreduce_pairs_on_cpus_warn_when_a_little_low_and_fail_when_far_below() -> None:
+    """gloo on CPUs measures the CPUs' reduction: a node at 75 % of the healthy pairs (a busy
+    CPU does that) warns; at 15 % (test above) it fails. Wrong results always fail."""
+    files = [
+        bench_file(a, b, 0.6 if "node4" in (a, b) else 0.8)
+        for pairs in circle_rounds(HOSTS)
+        for a, b in pairs
+    ]
+    checks = pair_checks(files)
+    assert [c for c in checks if c.status == "fail"] == []
+    node = by_id(checks)["pairs.allreduce.node", "node4"]
+    assert node.status == "warn" and "on CPUs (gloo)" in node.reason
+
+
 def test_pair_file_names() -> None:
     step = pair_step("pair-iperf3-r3-gpu-node-10--gpu-node-2-try2")
     assert step is not None
