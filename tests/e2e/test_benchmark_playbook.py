@@ -274,7 +274,11 @@ def test_a_node_unreachable_from_the_start_is_reported(
     assert run.returncode == 2, run.output[-6000:]
     assert summary(run)["verdict"] == "fail"
     text, _ = failure_record(run, "node3", "preflight")
-    assert text.startswith("node3 unreachable in phase preflight, task 'Reach the node'")
+    # ping ignores the unreachable host so that the next task can record it and fail the node
+    assert text.startswith(
+        "node3 unreachable in phase preflight, task 'Stop on a node that cannot be reached': "
+    )
+    assert "ssh: connect to host" in text
     assert sorted(p.name for p in (run.run_dir / "raw" / "node3").iterdir()) == [
         "failed-preflight.meta.json", "failed-preflight.txt"
     ]  # fmt: skip

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.run_folders import write_run_json, write_step
 
 from gpuval.checks import judge_run
 from gpuval.checks.model import Check
@@ -320,6 +321,20 @@ def test_run_json_without_expected_warns_that_missing_steps_go_unnoticed(tmp_pat
     (tmp_path / "run.json").write_text(json.dumps({"hosts": ["n1"]}))
     problems = read_run_folder(tmp_path).diagnostics
     assert [(d.level, "cannot be noticed" in d.message) for d in problems] == [("warning", True)]
+
+
+def test_a_failure_record_names_the_phase_task_and_message(tmp_path: Path) -> None:
+    """The controller's record of a node that failed a phase (gpuval.steps.failed) is read:
+    the check says which task failed and why, not only that a step exited with 1."""
+    write_run_json(tmp_path, "r", ["n1"])
+    record = ("n1 unreachable in phase preflight, task 'Stop on a node that cannot be reached': "
+              "ssh: connect to host 10.0.0.3 port 22: Connection refused")  # fmt: skip
+    write_step(tmp_path, "n1", "failed-preflight", record + "\n", exit_code=1, tool="context",
+               phase="preflight")  # fmt: skip
+    judged = judge_run(build_evidence(read_run_folder(tmp_path)), DEFAULTS)
+    (check,) = [c for c in judged.checks if c.check_id == "step.failed-preflight"]
+    assert check.status == "fail"
+    assert check.reason == f"failed phase preflight: {record}"
 
 
 # ------------------------------------------------------------------ the board

@@ -3,6 +3,8 @@ hosts, and whether anything was measured at all. Missing evidence is never a pas
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from gpuval import parsers
 from gpuval.checks.context import Judge
 from gpuval.checks.model import CLUSTER, Check, Status
@@ -13,7 +15,7 @@ from gpuval.records.nccl import NcclRun
 from gpuval.records.network import Iperf3Run
 from gpuval.records.p2p import P2PRun
 from gpuval.runfolder import RUN_JSON, RawFile
-from gpuval.steps import pair_step
+from gpuval.steps import failed_phase, pair_step
 
 
 def located(diagnostic: Diagnostic) -> str | None:
@@ -61,10 +63,21 @@ def is_pair_file(raw: RawFile) -> bool:
     return pair_step(raw.step) is not None
 
 
-def _step_problem(raw: RawFile) -> tuple[Status, str] | None:
+def _failure_record(raw: RawFile, run_dir: Path) -> str:
+    """What the controller wrote when the node failed a phase: the task and its message."""
+    try:
+        text = (run_dir / raw.path).read_text(encoding="utf-8", errors="replace").strip()
+    except OSError as problem:
+        return f"its record cannot be read ({problem.strerror or problem})"
+    return " ".join(text.split()) or "its record is empty"
+
+
+def _step_problem(raw: RawFile, run_dir: Path) -> tuple[Status, str] | None:
     problem = raw.sidecar.problem() if raw.sidecar else None
     if raw.sidecar is None or problem is None:
         return None
+    if (phase := failed_phase(raw.sidecar.name)) is not None:
+        return "fail", f"failed phase {phase}: {_failure_record(raw, run_dir)}"
     tool = raw.parse.tool if raw.parse else None
     if (
         problem[0] == "exit_status"
@@ -90,7 +103,7 @@ def step_checks(judge: Judge) -> None:
     for raw in judge.evidence.folder.files:
         if is_pair_file(raw):
             continue
-        problem = _step_problem(raw)
+        problem = _step_problem(raw, judge.evidence.folder.run_dir)
         if problem and raw.sidecar:
             judge.add(Check(
                 check_id=f"step.{raw.sidecar.name}", host=raw.host, category="completeness",
