@@ -6,15 +6,15 @@ hosts, 2 s each way, judged against a baseline, tests/e2e/profiles): a nightly n
 
 1. Run 1 shows its progress (phase, host, step, a bar over run.json's expected steps) and keeps
    ansible-runner's artifacts in the run folder; it becomes the baseline.
-2. Run 2 is healthy. Before run 3, node2's link is throttled to 20 Mbit/s (tc tbf both
+2. Runs 2-4 are healthy. Before run 5, node2's link is throttled to 20 Mbit/s (tc tbf both
    ways): iperf3 cannot exceed that rate, while healthy runs measure gigabits. The baseline
-   rule fails run 3, `gpuval compare` names the regression with both numbers, the history has
-   the three runs, the Prometheus file says fail, and the webhook is called without its URL ever
+   rule fails run 5, `gpuval compare` names the regression with both numbers, the history has
+   five runs, the Prometheus file says fail, and the webhook is called without its URL ever
    being printed or written.
-3. A fourth run is stopped with Ctrl-C (SIGINT) while its iperf3 step runs on node1: the nodes'
+3. A sixth run is stopped with Ctrl-C (SIGINT) while its iperf3 step runs on node1: the nodes'
    outputs are collected, the report judges them, and the exit status is 2.
 4. The overhead of `gpuval run` against a bare ansible-playbook run of the same playbook, tags
-   and variables (run 2 and one run of ansible-playbook after the others) is printed and written
+   and variables (run 4 and one run of ansible-playbook after the others) is printed and written
    to $GPUVAL_TIMINGS_FILE.
 """
 
@@ -186,15 +186,15 @@ def series(cluster: Nodes, reports: Path) -> Iterator[Series]:
     hook = f"http://127.0.0.1:{server.server_port}/hooks/{SECRET}"
     runs = [gpuval_run(cluster.inventory, reports, "night-1")]
     baseline = cli("baseline", "create", "night-1", "--reports", str(reports))  # "default"
-    runs.append(gpuval_run(cluster.inventory, reports, "night-2"))
+    runs += [gpuval_run(cluster.inventory, reports, f"night-{n}") for n in (2, 3, 4)]
     faults.throttle(cluster.host("node2"), THROTTLE)
     try:
-        runs.append(gpuval_run(cluster.inventory, reports, "night-3", GPUVAL_WEBHOOK_URL=hook))
+        runs.append(gpuval_run(cluster.inventory, reports, "night-5", GPUVAL_WEBHOOK_URL=hook))
     finally:
         faults.unthrottle(cluster.host("node2"))
         server.shutdown()
     history = cli("history", "--reports", str(reports))
-    compare = cli("compare", "night-2", "night-3", "--reports", str(reports))
+    compare = cli("compare", "night-4", "night-5", "--reports", str(reports))
     yield Series(runs, history, compare, baseline, list(Receiver.bodies))
 
 
@@ -227,9 +227,10 @@ def test_gpuval_run_shows_its_progress_and_keeps_runner_artifacts(series: Series
 
 def test_the_baseline_catches_the_throttled_link(series: Series) -> None:
     assert series.baseline.returncode == 0, series.baseline.stderr
-    healthy, throttled = series.runs[1], series.runs[2]
-    assert healthy.returncode == 0, healthy.output[-4000:]
-    assert healthy.summary()["baseline"] == "default"
+    healthy, throttled = series.runs[1:4], series.runs[4]
+    for run in healthy:
+        assert run.returncode == 0, run.output[-4000:]
+        assert run.summary()["baseline"] == "default"
     assert throttled.returncode == 1, throttled.output[-4000:]
     assert throttled.summary()["verdict"] == "fail"
     baseline_value = series.runs[0].figure("node2", "pair.iperf3")
@@ -242,20 +243,20 @@ def test_the_baseline_catches_the_throttled_link(series: Series) -> None:
         assert f"FAIL {host} baseline.variance.pair.iperf3" in throttled.output
 
 
-def test_history_holds_the_three_runs_and_compare_names_the_regression(series: Series) -> None:
+def test_history_holds_the_five_runs_and_compare_names_the_regression(series: Series) -> None:
     assert series.history.returncode == 0, series.history.stderr
     out = series.history.stdout
-    for n in range(1, 4):
+    for n in range(1, 6):
         assert f"#{n:<3} night-{n}" in out
-    assert "night-3" in out.splitlines()[3] and "FAIL" in out.splitlines()[3]
+    assert "night-5" in out.splitlines()[5] and "FAIL" in out.splitlines()[5]
     row = next(
         line for line in out.splitlines() if line.startswith("pair.iperf3") and "node2" in line
     )
-    values = [float(v) for v in row.split()[3:6]]
-    assert values[2] <= THROTTLED_MAX_GBIT < min(values[:2])
+    values = [float(v) for v in row.split()[3:8]]
+    assert values[4] <= THROTTLED_MAX_GBIT < min(values[:4])
     assert series.compare.returncode == 1, series.compare.stdout + series.compare.stderr
-    before = series.runs[1].figure("node2", "pair.iperf3")
-    after = series.runs[2].figure("node2", "pair.iperf3")
+    before = series.runs[3].figure("node2", "pair.iperf3")
+    after = series.runs[4].figure("node2", "pair.iperf3")
     change = (after - before) / before * 100
     assert (
         f"  FAIL node2 pair.iperf3 {before:.4g} -> {after:.4g} Gbit/s ({change:+.0f} %, beyond "
@@ -264,7 +265,7 @@ def test_history_holds_the_three_runs_and_compare_names_the_regression(series: S
 
 
 def test_the_prometheus_file_and_the_webhook_tell_the_failure(series: Series) -> None:
-    throttled = series.runs[2]
+    throttled = series.runs[4]
     samples = {
         (s.name, tuple(sorted(s.labels.items()))): s.value
         for family in text_string_to_metric_families(
@@ -276,7 +277,7 @@ def test_the_prometheus_file_and_the_webhook_tell_the_failure(series: Series) ->
     rate = (("host", "node2"), ("kind", "iperf3"), ("unit", "Gbit/s"))
     assert samples[("gpuval_pair_rate", rate)] == throttled.figure("node2", "pair.iperf3")
     (body,) = series.webhook_bodies  # only the failing run notifies
-    assert (body["run_id"], body["verdict"]) == ("night-3", "fail")
+    assert (body["run_id"], body["verdict"]) == ("night-5", "fail")
     assert "webhook notified (HTTP 200)" in throttled.output
     assert SECRET not in throttled.output
     for path in throttled.run_dir.rglob("*"):
@@ -321,9 +322,9 @@ def test_ctrl_c_stops_the_run_cleanly_and_still_reports(stopped: CliRun) -> None
 def test_overhead_of_gpuval_run_against_bare_ansible_playbook(
     cluster: Nodes, reports: Path, series: Series, stopped: CliRun
 ) -> None:
-    """The healthy night-2 against ansible-playbook with the same playbook, tags and variables,
+    """The healthy night-4 against ansible-playbook with the same playbook, tags and variables,
     run next (its own report phase renders the report)."""
-    ours = series.runs[1]
+    ours = series.runs[3]
     bare = bare_playbook(cluster.inventory, reports, "bare")
     assert bare.returncode == 0, bare.output[-4000:]
     assert (bare.run_dir / "report.html").is_file()
