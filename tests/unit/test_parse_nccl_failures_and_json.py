@@ -5,28 +5,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+
+from tests.unit.test_parse_nccl_tests import messages, parsed, parsed_file
 
 from gpuval.parsers import nccl_tests
-from gpuval.schema import validate
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 REAL = DATA / "outputs" / "nccl-tests"
 DEVICE = DATA / "device" / "h100-x1-2026-11-22"
-
-
-def parsed(text: str) -> dict[str, Any]:
-    document = nccl_tests.parse(text, source="test").to_dict()
-    validate(document, "parse-result")
-    return document
-
-
-def parsed_file(path: Path) -> dict[str, Any]:
-    return parsed(path.read_text(encoding="utf-8"))
-
-
-def messages(document: dict[str, Any]) -> list[tuple[int | None, str]]:
-    return [(d["line"], d["message"]) for d in document["warnings"] + document["errors"]]
 
 
 # ---- FAILED lines -------------------------------------------------------------------------------
