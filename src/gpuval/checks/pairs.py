@@ -623,6 +623,14 @@ def _frame(tries: Sequence[Try]) -> pd.DataFrame:
 # ------------------------------------------------------------------ references from the network
 
 ON_CPUS = "gloo on CPUs is bound by the CPUs' reduction, not the NIC"
+
+
+def measured_on_cpus(runs: Iterable[object]) -> bool:
+    """Whether a pair's all-reduce ran on CPUs (gloo): it then measures the CPUs, not the NIC."""
+    bench = [r for r in runs if isinstance(r, CollectiveBenchRun)]
+    return bool(bench) and all((r.backend or "").lower() == "gloo" for r in bench)
+
+
 # A CPU-bound pair measures how fast the two CPUs reduce, which a busy or shared CPU slows by a
 # fifth or more; below low_fraction it warns, and fails only below busbw_fail_fraction.
 CPU_BOUND_NOTE = "on CPUs (gloo), where a busy CPU slows it; iperf3 judges the network"
@@ -655,7 +663,7 @@ class NetworkReferences:
     def busbw(self, pair: tuple[str, str], runs: list[object]) -> Absolute | str:
         nccl = [r for r in runs if isinstance(r, NcclRun)]
         bench = [r for r in runs if isinstance(r, CollectiveBenchRun)]
-        if bench and all((r.backend or "").lower() == "gloo" for r in bench):
+        if measured_on_cpus(runs):
             return ON_CPUS
         host = self.evidence.host(pair[0]) if self.evidence else None
         if host is None:
@@ -706,17 +714,17 @@ def analyse_pairs(
             by_pair.setdefault((m.a, m.b), []).append(m)
         kind_verdicts = []
         why_none = ""
+        all_on_cpus = name != "iperf3"
         for pair in sorted(values, key=lambda p: (natural_key(p[0]), natural_key(p[1]))):
             mine = by_pair[pair]
-            paths = {t.path for m in mine for t in m.tries}
-            found = (
-                network.iperf3(pair) if name == "iperf3"
-                else network.busbw(pair, _runs_of(files, paths))
-            )  # fmt: skip
+            runs = _runs_of(files, {t.path for m in mine for t in m.tries})
+            on_cpus = name != "iperf3" and measured_on_cpus(runs)
+            all_on_cpus = all_on_cpus and on_cpus
+            found = network.iperf3(pair) if name == "iperf3" else network.busbw(pair, runs)
             absolute = found if isinstance(found, Absolute) else None
             why_none = found if isinstance(found, str) else why_none
             verdict = _pair_verdict(kind, pair, mine, values[pair], reference, nodes,
-                                    thresholds, absolute, found == ON_CPUS)  # fmt: skip
+                                    thresholds, absolute, on_cpus)  # fmt: skip
             kind_verdicts.append(verdict)
             if verdict.explained_by or verdict.status == "pass":
                 continue  # a flagged node's pairs are listed in its check; healthy pairs in tables
@@ -736,8 +744,7 @@ def analyse_pairs(
             source = next(
                 (t.path for t in tries if t.kind == name and node.node in (t.a, t.b)), None
             )
-            on_cpus = name != "iperf3" and why_none == ON_CPUS
             checks.append(_node_check(
-                kind, node, source, thresholds.busbw_fail_fraction if on_cpus else None
+                kind, node, source, thresholds.busbw_fail_fraction if all_on_cpus else None
             ))  # fmt: skip
     return PairAnalysis(checks, tries, pair_verdicts, node_verdicts)
