@@ -368,17 +368,26 @@ def _node_verdicts(
         n for n in nodes
         if reference is not None and len(low_partners(n)) == len(_pairs_of(n, values))
     }  # fmt: skip
-    changed = reference is not None
-    while changed:  # most pairs low, two or more not explained by a flagged partner
-        changed = False
-        for node in nodes:
-            if node in flagged:
-                continue
-            low = low_partners(node)
-            unexplained = [o for o in low if o not in flagged]
-            if 2 * len(low) > len(_pairs_of(node, values)) and len(unexplained) >= 2:
-                flagged.add(node)
-                changed = True
+
+    def suspicion(node: str) -> tuple[int, int] | None:
+        """Most pairs low, two or more not explained by a flagged partner: (how many are not,
+        how many of those left no number at all); None when the node is not suspect."""
+        low = low_partners(node)
+        unexplained = [o for o in low if o not in flagged]
+        if 2 * len(low) <= len(_pairs_of(node, values)) or len(unexplained) < 2:
+            return None
+        return len(unexplained), sum(1 for o, v in _pairs_of(node, values)
+                                     if o in unexplained and v is None)  # fmt: skip
+
+    # Explain away, the strongest suspects first: a host that died leaves its partners with one
+    # missing pair each, which its flag explains. Flagging in name order would blame a partner
+    # that merely comes first. Suspects equally strong are flagged together.
+    while reference is not None:
+        suspects = {n: s for n in nodes if n not in flagged and (s := suspicion(n)) is not None}
+        if not suspects:
+            break
+        strongest = max(suspects.values())
+        flagged |= {n for n, s in suspects.items() if s == strongest}
     return {
         node: NodeVerdict(
             kind, node, _pairs_of(node, values), reference, low_partners(node),
