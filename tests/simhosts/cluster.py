@@ -25,7 +25,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .image import ensure_image
+from .image import ensure_image, package_cache, share_packages
 from .system import (
     SimHostsError,
     child_pids,
@@ -49,6 +49,8 @@ SUBNET_COUNT = 256
 FIRST_HOST_OCTET = 11
 # Not tinyproxy's packaged default (8888), which a system-wide tinyproxy may hold.
 PROXY_PORT = 18888
+# Inside a host root: apt's archive of downloaded packages.
+APT_ARCHIVES = Path("var/cache/apt/archives")
 SSH_PORT = 22
 NAME_PATTERN = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 START_TIMEOUT_S = 15.0
@@ -311,6 +313,7 @@ def _prepare_root(cluster: Cluster, host: Host) -> None:
         f'Acquire::https::Proxy "{cluster.proxy_url}";\n',
     )
     _write_private(upper / "etc/ssh/sshd_config.d/gpuval-proxy.conf", _proxy_environment(cluster))
+    share_packages(package_cache(), upper / APT_ARCHIVES)
     public_key = cluster.ssh_key.with_suffix(".pub").read_text()
     (upper / "root").mkdir(mode=0o700, exist_ok=True)
     _write_private(upper / "root/.ssh/authorized_keys", public_key, 0o600)
@@ -602,6 +605,8 @@ def down(cluster: Cluster, *, keep_files: bool = False) -> None:
     state = Path(cluster.state_dir)
     for point in mounts_under(state) if state.exists() else []:
         run(["umount", "--lazy", point], check=False)
+    for host in cluster.hosts:
+        share_packages(Path(host.directory) / "upper" / APT_ARCHIVES, package_cache())
     cluster.registry_file.unlink(missing_ok=True)
     if keep_files:
         cluster.state_file.unlink(missing_ok=True)

@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -129,6 +130,37 @@ def default_spec() -> ImageSpec:
 
 def cache_root() -> Path:
     return Path(os.environ.get("GPUVAL_SIMHOSTS_CACHE", str(DEFAULT_CACHE)))
+
+
+def package_cache() -> Path:
+    """Debian packages the hosts downloaded, shared by every cluster: a host starts with them in
+    its apt archive, so installing a package another host had costs no download (a cluster's
+    hosts each fetched Open MPI's 114 MB through the proxy before)."""
+    return cache_root() / "apt-archives"
+
+
+def share_packages(source: Path, target: Path) -> int:
+    """Put the .deb files of `source` that `target` lacks into it: hard links, or copies renamed
+    into place across file systems (a reader never sees half a file). apt checks each file's
+    hash before using it. Returns how many were added."""
+    if not source.is_dir():
+        return 0
+    target.mkdir(parents=True, exist_ok=True)
+    added = 0
+    for package in source.glob("*.deb"):
+        destination = target / package.name
+        if destination.exists():
+            continue
+        try:
+            os.link(package, destination)
+        except FileExistsError:  # another cluster shared it first
+            continue
+        except OSError:
+            partial = destination.with_name(f".{package.name}.{os.getpid()}")
+            shutil.copyfile(package, partial)
+            partial.replace(destination)
+        added += 1
+    return added
 
 
 def image_path(spec: ImageSpec) -> Path:
