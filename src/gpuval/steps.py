@@ -127,6 +127,9 @@ HEALTH_PASSIVE_STAGES = {
     "health-pci": ("before", "after"),
     "health-ib-sysfs": ("before", "after"),
     "health-modules": ("before",),
+    "health-nvlink-errors": ("before", "after"),
+    # The installed OFED does not change while the benchmarks run.
+    "health-ofed": ("before",),
     # Before the benchmarks this is the preflight's own nvidia-smi-query.
     "nvidia-smi-query": ("after",),
 }

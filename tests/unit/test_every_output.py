@@ -25,7 +25,13 @@ FOLDER_TOOLS = {
     "nvbandwidth": {"nvbandwidth"},
     "infiniband": {"ibstat", "ibv_devinfo"},
     "iperf3": {"iperf3"},
-    "software-versions": {"nvcc-version", "mpirun-version", "nccl-version", "os-release"},
+    "software-versions": {
+        "nvcc-version",
+        "mpirun-version",
+        "nccl-version",
+        "os-release",
+        "ofed-info",
+    },
     "sysfs-net": {"sysfs-net"},
     "kernel-log": {"kernel-log"},
     "sysfs-infiniband": {"sysfs-infiniband"},
@@ -40,6 +46,7 @@ NVIDIA_SMI_PREFIXES = {
     "q-": "nvidia-smi-q",
     "xml": "nvidia-smi-xml",
     "nvlink": "nvidia-smi-nvlink",
+    "nvlink-errors": "nvidia-smi-nvlink-errors",
     "nvidia-smi": "nvidia-smi",
     "shared-lambda": "nvidia-smi",
 }

@@ -50,6 +50,9 @@ class RunFolder:
             self.step(host, name, (DEVICE / "dmesg.txt").read_text(), "kernel-log")
         for name in ("health-pci", "health-pci-after"):
             self.step(host, name, (DEVICE / "sysfs-pci-links.txt").read_text(), "sysfs-pci")
+        # The lent H100 has no NVLink: nvidia-smi nvlink -e printed nothing (probes.txt).
+        for name in ("health-nvlink-errors", "health-nvlink-errors-after"):
+            self.step(host, name, "", "nvidia-smi-nvlink-errors")
 
     def checks(self, thresholds: Thresholds = DEFAULTS) -> list[Check]:
         return judge_run(build_evidence(read_run_folder(self.root)), thresholds).checks
@@ -75,7 +78,10 @@ def changed(xml: str, element: str, value: str) -> str:
 def test_a_healthy_real_h100_passes_every_health_check(run: RunFolder) -> None:
     run.healthy("node1")
     health = run.health()
-    assert set(health) == {"health.xid", "health.memory", "health.clocks", "health.pcie"}
+    assert set(health) == {"health.xid", "health.memory", "health.clocks", "health.pcie",
+                           "health.nvlink.errors"}  # fmt: skip
+    # No NVLink on this GPU: nothing to count, said so rather than passed.
+    assert health.pop("health.nvlink.errors").status == "unjudged"
     assert {c.status for c in health.values()} == {"pass"}
     assert "358 kernel log lines" in health["health.xid"].reason
     assert all(c.action is None for c in health.values())
@@ -355,7 +361,7 @@ def test_report_outputs_carry_the_node_health_table(run: RunFolder, tmp_path: Pa
     summary = json.loads((out / "summary.json").read_text())
     validate(summary, "summary")
     table = summary["node_health"]
-    assert [s["key"] for s in table["subjects"]] == ["xid", "memory", "clocks", "pcie"]
+    assert [s["key"] for s in table["subjects"]] == ["xid", "memory", "clocks", "pcie", "nvlink"]
     node2 = next(h for h in table["hosts"] if h["host"] == "node2")
     assert node2["status"] == "fail" and node2["cells"]["xid"]["status"] == "fail"
     assert node2["cells"]["xid"]["source"] == "raw/node2/health-kernel-log-after.txt:1"
@@ -384,6 +390,83 @@ def test_the_real_h100_burn_and_its_readings_after_a_700w_load_pass(run: RunFold
     burn_check = health["health.burn.GPU0"]
     assert burn_check.status == "pass" and burn_check.measured == pytest.approx(672.26, abs=0.01)
     assert burn_check.reference == 989.4
+    assert health.pop("health.nvlink.errors").status == "unjudged"  # no NVLink on this GPU
     assert {c.status for c in health.values()} == {"pass"}, {
         k: (c.status, c.reason) for k, c in health.items() if c.status != "pass"
     }
+
+
+# --- NVLink error counters (nvidia-smi nvlink -e) and OFED across nodes -----------------------
+
+PROBES = TESTS / "data" / "device" / "h100-x1-probes-2026-11-23" / "probes.txt"
+
+
+def nvlink_errors(crc: int, replay: int = 0) -> str:
+    """Two GPUs in the published form (tests/data/outputs/nvidia-smi/nvlink-errors-*), GPU1's
+    link 2 with the given counts."""
+    lines = []
+    for gpu in (0, 1):
+        lines.append(f"GPU {gpu}: NVIDIA H100 80GB HBM3 (UUID: GPU-0000000{gpu})")
+        for link in range(3):
+            bad = gpu == 1 and link == 2
+            lines += [f"\t Link {link}: Replay Errors: {replay if bad else 0}",
+                      f"\t Link {link}: Recovery Errors: 0",
+                      f"\t Link {link}: CRC Errors: {crc if bad else 0}"]  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def test_nvlink_crc_errors_growing_during_the_run_fail_naming_gpu_and_link(run: RunFolder) -> None:
+    run.healthy("node1")
+    run.step("node1", "health-nvlink-errors", nvlink_errors(4), "nvidia-smi-nvlink-errors")
+    run.step("node1", "health-nvlink-errors-after", nvlink_errors(90, replay=2),
+             "nvidia-smi-nvlink-errors")  # fmt: skip
+    check = run.health()["health.nvlink.errors"]
+    assert check.status == "fail"
+    assert "GPU1 link 2 CRC Errors 4 -> 90 during the run" in check.reason
+    assert "GPU1 link 2 Replay Errors 0 -> 2 during the run" in check.reason
+    assert "RMA GPU1" in (check.action or "") and "nvmlNvLinkErrorCounter_t" in str(check.reference)
+    assert check.source == "raw/node1/health-nvlink-errors-after.txt"
+    run.step("node1", "health-nvlink-errors-after", nvlink_errors(4), "nvidia-smi-nvlink-errors")
+    check = run.health()["health.nvlink.errors"]
+    assert check.status == "pass" and "6 NVLink(s), 18 replay/recovery/CRC" in check.reason
+
+
+def test_nonzero_nvlink_counters_without_a_capture_before_warn(run: RunFolder) -> None:
+    run.healthy("node1")
+    run.step("node1", "health-nvlink-errors-after", nvlink_errors(4), "nvidia-smi-nvlink-errors")
+    check = run.health()["health.nvlink.errors"]
+    assert check.status == "warn" and "no capture before the run" in check.reason
+
+
+def test_no_nvlink_on_the_lent_h100_is_said_and_not_passed(run: RunFolder) -> None:
+    # What the lent single H100 printed (probes.txt): nothing, exit 0, before and after.
+    assert "### nvidia-smi nvlink -e\n### rc=0\n" in PROBES.read_text()
+    run.healthy("node1")
+    for name in ("health-nvlink-errors", "health-nvlink-errors-after"):
+        run.step("node1", name, "", "nvidia-smi-nvlink-errors")
+    check = run.health()["health.nvlink.errors"]
+    assert check.status == "unjudged" and "listed no NVLink" in check.reason
+    assert not [c for c in run.checks() if c.status == "error"]
+
+
+def test_nvlink_counters_all_na_are_unjudged(run: RunFolder) -> None:
+    run.healthy("node1")
+    text = "GPU 0: NVIDIA B200 (UUID: GPU-1)\n\t Link 0: CRC Errors: N/A\n"
+    for name in ("health-nvlink-errors", "health-nvlink-errors-after"):
+        run.step("node1", name, text, "nvidia-smi-nvlink-errors")
+    assert run.health()["health.nvlink.errors"].status == "unjudged"
+
+
+def test_a_minority_ofed_across_nodes_is_named(run: RunFolder) -> None:
+    for host, line in (("node1", "MLNX_OFED_LINUX-5.8-1.1.2.1:"), ("node2", "MLNX_OFED_LINUX-"
+                       "5.8-1.1.2.1:"), ("node3", "OFED-internal-24.10-1.1.4:")):  # fmt: skip
+        run.healthy(host)
+        run.step(host, "health-ofed", line + "\n", "ofed-info")
+    checks = [c for c in run.checks() if c.check_id == "health.network.ofed"]
+    failing = {c.host: c.reason for c in checks if c.status == "fail"}
+    assert set(failing) == {"node3", "cluster"}
+    assert (
+        "OFED-internal-24.10-1.1.4 here, the other hosts' MLNX_OFED_LINUX-5.8-1.1.2.1"
+        in (failing["node3"])
+    )
+    assert health_subject("health.network.ofed") == "network"

@@ -1,6 +1,6 @@
 """Parsers of the node health outputs, on real published outputs (tests/data/outputs/*/README.md)
 and on the variations they show: kernel logs in every dating form, sysfs listings, /proc/modules,
-dcgmi diag -j, the GEMM burn's JSON."""
+nvidia-smi nvlink -e, ofed_info -s, dcgmi diag -j, the GEMM burn's JSON."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from gpuval.parsers import (
     gpuval_bench,
     kernel_log,
     kernel_modules,
+    nvidia_smi_nvlink_errors,
+    software_versions,
     sysfs_infiniband,
     sysfs_pci,
 )
@@ -249,3 +251,65 @@ def test_sysfs_pci_grep_form_reads_like_the_loop_form() -> None:
     run = checked(sysfs_pci.parse(real)).runs[0]
     assert [d.vendor for d in run.devices] == ["0x8086"] + ["0x1af4"] * 5
     assert not any(d.is_gpu or d.is_rdma_nic or d.current_width for d in run.devices)
+
+
+# --- nvidia-smi nvlink -e, ofed_info -s -------------------------------------------------------
+
+PROBES = DATA.parent / "device" / "h100-x1-probes-2026-11-23" / "probes.txt"
+
+
+def test_nvlink_errors_of_a_published_gb300_keep_every_counter_by_name() -> None:
+    path = DATA / "nvidia-smi" / "nvlink-errors-srt-slurm-307-gb300-one-link.txt"
+    result = checked(nvidia_smi_nvlink_errors.parse(path.read_text(), str(path)))
+    assert not result.errors and not result.warnings
+    (gpu,) = result.runs[0].gpus
+    assert (gpu.index, gpu.name, gpu.uuid) == (0, "NVIDIA GB300", None)
+    assert [(k.link, k.counters) for k in gpu.links] == [
+        (0, {"Replay Errors": 0, "Recovery Errors": 0, "CRC Errors": 0})
+    ]
+
+
+def test_nvlink_errors_na_other_counter_names_and_per_lane_crc_are_kept() -> None:
+    text = (
+        "GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-1234)\n"
+        "\t Link 0: Replay Errors: 3\n"
+        "\t Link 0: Data CRC Errors: 1\n"
+        "\t Link 0: Flit CRC Errors: N/A\n"
+        "\t Link 0: Lane 2 CRC Errors: 7\n"
+        "\t Link 1: Effective Errors: 0\n"
+    )
+    result = checked(nvidia_smi_nvlink_errors.parse(text, "e.txt"))
+    assert not result.errors and not result.warnings
+    links = result.runs[0].gpus[0].links
+    assert links[0].counters == {"Replay Errors": 3, "Data CRC Errors": 1,
+                                 "Flit CRC Errors": None, "Lane 2 CRC Errors": 7}  # fmt: skip
+    assert (links[1].link, links[1].counters, links[1].line) == (1, {"Effective Errors": 0}, 6)
+
+
+def test_nvlink_errors_printed_nothing_on_the_lent_h100_means_no_links_not_an_error() -> None:
+    # probes.txt: "### nvidia-smi nvlink -e" is directly followed by "### rc=0".
+    recorded = PROBES.read_text().split("### nvidia-smi nvlink -e\n", 1)[1]
+    output = recorded.split("### rc=", 1)[0]
+    result = checked(nvidia_smi_nvlink_errors.parse(output, "health-nvlink-errors.txt"))
+    assert output == "" and not result.errors and result.runs[0].gpus == []
+    assert "no GPU reports an NVLink" in result.warnings[0].message
+
+
+def test_nvlink_errors_garbage_names_the_file_and_line() -> None:
+    result = checked(nvidia_smi_nvlink_errors.parse("oops\n  Link 0: CRC Errors: x\n", "e.txt"))
+    assert result.runs == [] and "no `GPU N: NAME` line" in result.errors[0].message
+    assert [(w.source, w.line) for w in result.warnings] == [("e.txt", 1), ("e.txt", 2)]
+
+
+def test_ofed_info_mlnx_ofed_published_and_doca_forms() -> None:
+    path = DATA / "software-versions" / "ofed-info-baidu-cce-guide-5.8-trailing-spaces.txt"
+    result = checked(software_versions.parse(path.read_text(), str(path)))
+    assert result.tool == "ofed-info"
+    run = result.runs[0]
+    assert (run.component, run.implementation, run.version) == ("ofed", "MLNX_OFED_LINUX",
+                                                               "5.8-1.1.2.1")  # fmt: skip
+    # DOCA-Host's form, as the OFED package names it (`OFED-internal-<version>:`)
+    doca = checked(software_versions.parse("OFED-internal-24.10-1.1.4:\n", tool="ofed-info"))
+    assert (doca.runs[0].implementation, doca.runs[0].version) == ("OFED-internal", "24.10-1.1.4")
+    missing = software_versions.parse("bash: ofed_info: command not found\n", "o.txt", "ofed-info")
+    assert missing.runs == [] and missing.errors[0].line == 1

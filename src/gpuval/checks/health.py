@@ -10,9 +10,10 @@ Subjects (check ids `health.<subject>...`, each non-pass check with an `action`)
   threshold, power limit against the default, persistence and MIG modes;
 - pcie: RDMA NICs' link width and speed and every device's AER counters (sysfs); GPUs' links
   are judged by topology.pcie-link (NVML) and only fall back to sysfs here;
-- nvlink: NVSwitch fabric registration (the fabric manager did its job);
+- nvlink: NVSwitch fabric registration (the fabric manager did its job) and the NVLink error
+  counters over the run (nvidia-smi nvlink -e; link states are topology.nvlink-state's);
 - network: RDMA port error counters over the run (sysfs), GPUDirect RDMA's kernel module,
-  the same NIC firmware on every node;
+  the same NIC firmware and OFED (ofed_info -s) on every node;
 - software: VBIOS and kernel the same on every node;
 - burn: the GEMM burn per GPU, against the catalog's dense peak and the node's siblings;
 - dcgm: DCGM diagnostics, each failed test named per GPU.
@@ -33,7 +34,13 @@ from gpuval.checks.model import Check, Status, rank
 from gpuval.checks.wording import listed, percent
 from gpuval.evidence import HostEvidence, Parsed, runs_of
 from gpuval.evidence.model import BeforeAfter, pci_key
-from gpuval.records.health import GemmBurnRun, KernelEvent, PciDevice, SysfsInfinibandRun
+from gpuval.records.health import (
+    GemmBurnRun,
+    KernelEvent,
+    NvlinkErrorsRun,
+    PciDevice,
+    SysfsInfinibandRun,
+)
 from gpuval.records.nvidia_smi import EccCounts, NvidiaSmiRun, SmiGpu
 from gpuval.records.software import SoftwareVersionRun
 from gpuval.runfolder import RawFile
@@ -111,6 +118,21 @@ PEERMEM_SOURCE = (
     "https://docs.nvidia.com/cuda/gpudirect-rdma/ (GPUDirect RDMA needs nvidia-peermem)"
 )
 PCI_AER_SOURCE = "Linux Documentation/ABI/testing/sysfs-bus-pci-devices-aer"
+# NVLink counters (NVML's nvmlNvLinkErrorCounter_t): replay = the data link retransmitted,
+# recovery = the link retrained, CRC = a flow-control unit or data arrived corrupted.
+NVLINK_COUNTER_SOURCE = (
+    "https://docs.nvidia.com/deploy/nvml-api/group__nvmlDeviceEnumvs.html "
+    "(nvmlNvLinkErrorCounter_t); https://docs.nvidia.com/deploy/nvidia-smi/index.html (nvlink -e)"
+)
+# Judged counter kinds, by a word of the printed name ("Data CRC Errors", "Lane 3 CRC Errors"),
+# with what to do when one grows. Other names are kept in the record and not judged.
+NVLINK_ERRORS = {
+    "crc": "reseat or replace the NVLink bridge or board of {gpu}; RMA {gpu} if errors recur",
+    "recovery": "reseat or replace the NVLink bridge or board of {gpu}; RMA {gpu} if the link "
+    "keeps retraining",
+    "replay": "a marginal NVLink: reseat the NVLink bridge or board of {gpu}; RMA {gpu} if "
+    "replays keep growing",
+}
 
 Problem = tuple[Status, str, str | None]  # status, what was found, what to do
 
@@ -625,6 +647,62 @@ def nvlink_fabric_checks(judge: Judge, host: HostEvidence) -> None:
         )
 
 
+def _nvlink_counts(run: NvlinkErrorsRun) -> dict[tuple[str, int, str], int | None]:
+    return {(f"GPU{gpu.index}", link.link, name): value for gpu in run.gpus
+            for link in gpu.links for name, value in link.counters.items()}  # fmt: skip
+
+
+def _nvlink_kind(name: str) -> str | None:
+    return next((kind for kind in NVLINK_ERRORS if kind in name.lower()), None)
+
+
+def nvlink_error_checks(judge: Judge, host: HostEvidence) -> None:
+    """`nvidia-smi nvlink -e` before and after the benchmarks: a replay, recovery or CRC counter
+    that grew is a link that corrupted traffic during the run."""
+    captures = host.health.nvlink_errors
+    parsed = captures.latest
+    if parsed is None:
+        _missing(judge, host, "health.nvlink.errors", "NVLink error counters (nvidia-smi "
+                 "nvlink -e)", "health-nvlink-errors")  # fmt: skip
+        return
+    if not parsed.record.gpus:
+        judge.add(Check(
+            check_id="health.nvlink.errors", host=host.name, category="health",
+            status="unjudged", source=parsed.source(), reference=NVLINK_COUNTER_SOURCE,
+            reason="nvidia-smi nvlink -e listed no NVLink (it prints nothing where no GPU has "
+            "NVLink peers): no error counter to judge",
+        ))  # fmt: skip
+        return
+    paired = captures.before is not None and captures.after is not None
+    first = _nvlink_counts(captures.before.record) if captures.before and paired else {}
+    problems: list[Problem] = []
+    judged = 0
+    for (gpu, link, name), value in _nvlink_counts(parsed.record).items():
+        kind = _nvlink_kind(name)
+        if kind is None or value is None:
+            continue
+        judged += 1
+        start = first.get((gpu, link, name))
+        action = NVLINK_ERRORS[kind].format(gpu=gpu)
+        if start is not None and value > start:
+            problems.append(("fail", f"{gpu} link {link} {name} {start} -> {value} during the run",
+                             action))  # fmt: skip
+        elif start is not None and value < start:
+            problems.append(("unjudged", f"{gpu} link {link} {name} fell {start} -> {value}: "
+                             "the counters were reset during the run", None))  # fmt: skip
+        elif start is None and value:
+            problems.append(("warn", f"{gpu} link {link} {name} {value} since the counters were "
+                             "cleared (no capture before the run to compare)", action))  # fmt: skip
+    if not judged:
+        problems.append(("unjudged", "no replay, recovery or CRC counter with a value (N/A or "
+                         "other names only)", None))  # fmt: skip
+    links = len({(gpu, link) for gpu, link, _ in _nvlink_counts(parsed.record)})
+    _add(judge, host, "health.nvlink.errors", problems,
+         f"{links} NVLink(s), {judged} replay/recovery/CRC counter(s): none grew during the run"
+         if paired else f"{links} NVLink(s), {judged} replay/recovery/CRC counter(s), all zero "
+         "(one capture only)", parsed.source(), reference=NVLINK_COUNTER_SOURCE)  # fmt: skip
+
+
 # --------------------------------------------------------------------- InfiniBand / RoCE
 
 
@@ -716,6 +794,7 @@ def version_consistency_checks(judge: Judge) -> None:
     firmware: dict[str, str] = {}
     vbios: dict[str, str] = {}
     kernel: dict[str, str] = {}
+    ofed: dict[str, str] = {}
     for host in hosts:
         if ib := host.health.infiniband.latest:
             versions = sorted({d.fw_ver for d in ib.record.devices if d.fw_ver})
@@ -729,10 +808,13 @@ def version_consistency_checks(judge: Judge) -> None:
         for os in runs_of(host.files, SoftwareVersionRun):
             if os.record.component == "os" and "kernel" in os.record.details:
                 kernel[host.name] = os.record.details["kernel"]
+            elif os.record.component == "ofed" and os.record.version:
+                ofed[host.name] = f"{os.record.implementation}-{os.record.version}"
     for key, label, values in (
         ("health.network.firmware", "NIC firmware", firmware),
         ("health.software.vbios", "VBIOS", vbios),
         ("health.software.kernel", "kernel", kernel),
+        ("health.network.ofed", "OFED (ofed_info -s)", ofed),
     ):
         mixed_values_checks(judge, key, "health", label, values)
     for name, value in sorted(vbios.items()):
@@ -894,6 +976,7 @@ def health_checks(judge: Judge) -> None:
         clock_checks(judge, host)
         pcie_health_checks(judge, host)
         nvlink_fabric_checks(judge, host)
+        nvlink_error_checks(judge, host)
         ib_counter_checks(judge, host)
         peermem_checks(judge, host)
         burn_checks(judge, host)

@@ -29,6 +29,7 @@ from gpuval.records.health import (
     GemmBurnRun,
     KernelLogRun,
     KernelModulesRun,
+    NvlinkErrorsRun,
     SysfsInfinibandRun,
     SysfsPciRun,
 )
@@ -321,6 +322,7 @@ def _host_health(files: list[RawFile]) -> HostHealth:
         smi=BeforeAfter(_with_health(smi.before), _with_health(smi.after)),
         infiniband=_before_after(files, SysfsInfinibandRun),
         pci=_before_after(files, SysfsPciRun),
+        nvlink_errors=_before_after(files, NvlinkErrorsRun),
         modules=next(runs_of(files, KernelModulesRun), None),
         dcgm=list(runs_of(files, DcgmDiagRun)),
         burn=list(runs_of(files, GemmBurnRun)),

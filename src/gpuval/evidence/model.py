@@ -18,6 +18,7 @@ from gpuval.records.health import (
     GemmBurnRun,
     KernelLogRun,
     KernelModulesRun,
+    NvlinkErrorsRun,
     SysfsInfinibandRun,
     SysfsPciRun,
 )
@@ -171,6 +172,7 @@ class HostHealth:
     smi: BeforeAfter[NvidiaSmiRun] = field(default_factory=BeforeAfter)  # -q / -q -x forms
     infiniband: BeforeAfter[SysfsInfinibandRun] = field(default_factory=BeforeAfter)
     pci: BeforeAfter[SysfsPciRun] = field(default_factory=BeforeAfter)
+    nvlink_errors: BeforeAfter[NvlinkErrorsRun] = field(default_factory=BeforeAfter)
     modules: Parsed[KernelModulesRun] | None = None
     dcgm: list[Parsed[DcgmDiagRun]] = field(default_factory=list)
     burn: list[Parsed[GemmBurnRun]] = field(default_factory=list)

@@ -22,6 +22,7 @@ PARSER_MODULES = (
     "p2p_bandwidth",
     "nvidia_smi_topo",
     "nvidia_smi",
+    "nvidia_smi_nvlink_errors",
     "amd_topology",
     "all_reduce_bench",
     "nvbandwidth",

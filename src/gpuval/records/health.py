@@ -1,7 +1,7 @@
 """Node health outputs: the kernel log's Xid/SXid events, the RDMA adapters' sysfs counters, PCIe
-links and AER counters from sysfs, the loaded kernel modules, DCGM diagnostics and the GEMM burn
-(schemas: run-kernel-log, run-sysfs-infiniband, run-sysfs-pci, run-kernel-modules,
-run-dcgmi-diag, run-gpuval-gemm-burn)."""
+links and AER counters from sysfs, the loaded kernel modules, NVLink error counters, DCGM
+diagnostics and the GEMM burn (schemas: run-kernel-log, run-sysfs-infiniband, run-sysfs-pci,
+run-kernel-modules, run-nvidia-smi-nvlink-errors, run-dcgmi-diag, run-gpuval-gemm-burn)."""
 
 from __future__ import annotations
 
@@ -165,3 +165,30 @@ class GemmBurnRun:
     sampler: str | None = None  # "nvml", "nvidia-smi" or None (not sampled)
     gpus: list[BurnGpu] = field(default_factory=list)
     error: str | None = None  # the run as a whole failed (no GPU, torch without CUDA...)
+
+
+@dataclass
+class NvlinkLinkCounters:
+    """One NVLink's error counters, by name as printed ("Replay Errors", "CRC Errors", "Data CRC
+    Errors", "Lane 0 CRC Errors", ...); None where the driver printed N/A."""
+
+    link: int
+    counters: dict[str, int | None] = field(default_factory=dict)
+    line: int | None = None  # first line naming the link
+
+
+@dataclass
+class NvlinkGpuErrors:
+    index: int
+    name: str
+    uuid: str | None = None
+    links: list[NvlinkLinkCounters] = field(default_factory=list)
+    line: int | None = None
+
+
+@dataclass
+class NvlinkErrorsRun:
+    """`nvidia-smi nvlink -e`: per GPU, each link's error counters. No GPU at all: nvidia-smi
+    printed nothing, which it does where no GPU has an NVLink."""
+
+    gpus: list[NvlinkGpuErrors] = field(default_factory=list)
