@@ -35,6 +35,7 @@ FOLDER_TOOLS = {
     "sysfs-net": {"sysfs-net"},
     "kernel-log": {"kernel-log"},
     "sysfs-infiniband": {"sysfs-infiniband"},
+    "lspci": {"lspci"},
     "sysfs-pci": {"sysfs-pci"},
     "kernel-modules": {"kernel-modules"},
     "dcgmi-diag": {"dcgmi-diag"},

@@ -34,6 +34,7 @@ PARSER_MODULES = (
     "kernel_log",
     "sysfs_infiniband",
     "sysfs_pci",
+    "lspci",
     "kernel_modules",
     "dcgm_diag",
 )
