@@ -470,3 +470,99 @@ def test_a_minority_ofed_across_nodes_is_named(run: RunFolder) -> None:
         in (failing["node3"])
     )
     assert health_subject("health.network.ofed") == "network"
+
+
+def lspci_device(address: str, kind: str, ids: str, port: str | None = None,
+                 bus: tuple[int, int, int] | None = None, redirect: bool = False,
+                 denied: bool = False) -> str:  # fmt: skip
+    """One `lspci -D -nn -vvv` block in its printed layout (as in tests/data/outputs/lspci)."""
+    lines = [f"{address} {kind}: Vendor Device {ids}"]
+    if bus:
+        lines.append("\tBus: primary={:02x}, secondary={:02x}, subordinate={:02x}, "
+                     "sec-latency=0".format(*bus))  # fmt: skip
+    if denied:
+        lines.append("\tCapabilities: <access denied>")
+    elif port:
+        sign = "+" if redirect else "-"
+        lines += [f"\tCapabilities: [68] Express (v2) {port}, MSI 00",
+                  "\tCapabilities: [f24 v1] Access Control Services",
+                  "\t\tACSCap:\tSrcValid+ TransBlk+ ReqRedir+ CmpltRedir+ UpstreamFwd+ "
+                  "EgressCtrl+ DirectTrans+",
+                  f"\t\tACSCtl:\tSrcValid+ TransBlk- ReqRedir{sign} CmpltRedir{sign} "
+                  f"UpstreamFwd{sign} EgressCtrl- DirectTrans-"]  # fmt: skip
+    return "\n".join(lines) + "\n\n"
+
+
+GPU_PCI = "3D controller [0302]", "[10de:2330]"
+NIC_PCI = "Infiniband controller [0207]", "[15b3:1021]"
+BRIDGE = "PCI bridge [0604]"
+
+
+def switch_tree(nic_port_redirects: bool, denied: bool = False) -> str:
+    """A root port above a PCIe switch (upstream port on bus 01, downstream ports on bus 02),
+    the GPU behind one downstream port (bus 03) and the NIC behind the other (bus 04)."""
+    return "".join([
+        lspci_device("0000:00:01.0", BRIDGE, "[8086:0bcd]", "Root Port (Slot+)", (0, 1, 4),
+                     redirect=True, denied=denied),
+        lspci_device("0000:01:00.0", BRIDGE, "[1000:c030]", "Upstream Port", (1, 2, 4),
+                     denied=denied),
+        lspci_device("0000:02:00.0", BRIDGE, "[1000:c030]", "Downstream Port (Slot+)",
+                     (2, 3, 3), denied=denied),
+        lspci_device("0000:02:01.0", BRIDGE, "[1000:c030]", "Downstream Port (Slot+)",
+                     (2, 4, 4), redirect=nic_port_redirects, denied=denied),
+        lspci_device("0000:03:00.0", *GPU_PCI, "Endpoint", denied=denied),
+        lspci_device("0000:04:00.0", *NIC_PCI, "Endpoint", denied=denied),
+    ])  # fmt: skip
+
+
+def test_acs_redirect_on_the_switch_port_above_the_nic_fails_naming_it(run: RunFolder) -> None:
+    run.step("node1", "health-lspci", switch_tree(nic_port_redirects=True), "lspci")
+    acs = run.health()["health.pcie.acs"]
+    assert acs.status == "fail"
+    assert "0000:02:01.0 (Downstream Port)" in acs.reason
+    assert "the GPU at 0000:03:00.0 and NIC 0000:04:00.0" in acs.reason
+    assert acs.action == ("disable ACS on 0000:02:01.0 (setpci, or the BIOS option), as NCCL's "
+                          "guide says")  # fmt: skip
+    assert acs.reference is not None and "pci-access-control-services-acs" in acs.reference
+
+
+def test_acs_off_on_the_switch_passes(run: RunFolder) -> None:
+    run.step("node1", "health-lspci", switch_tree(nic_port_redirects=False), "lspci")
+    acs = run.health()["health.pcie.acs"]
+    # The root port above the switch redirects; their path stays inside the switch.
+    assert acs.status == "pass" and acs.action is None
+    assert acs.reason.startswith("1 GPU-NIC pair(s) under a PCIe switch with no ACS redirect")
+
+
+def test_gpu_and_nic_on_different_root_ports_meet_at_the_root_complex_and_pass(
+    run: RunFolder,
+) -> None:
+    tree = "".join([
+        lspci_device("0000:00:01.0", BRIDGE, "[8086:0bcd]", "Root Port (Slot+)", (0, 1, 1),
+                     redirect=True),
+        lspci_device("0000:00:03.0", BRIDGE, "[8086:0bcd]", "Root Port (Slot+)", (0, 2, 2),
+                     redirect=True),
+        lspci_device("0000:01:00.0", *GPU_PCI, "Endpoint"),
+        lspci_device("0000:02:00.0", *NIC_PCI, "Endpoint"),
+    ])  # fmt: skip
+    run.step("node1", "health-lspci", tree, "lspci")
+    acs = run.health()["health.pcie.acs"]
+    assert acs.status == "pass"
+    assert "1 meet only at the root complex, where ACS does not change their path" in acs.reason
+
+
+def test_acs_unreadable_without_root_is_unjudged(run: RunFolder) -> None:
+    run.step("node1", "health-lspci", switch_tree(True, denied=True), "lspci")
+    acs = run.health()["health.pcie.acs"]
+    assert acs.status == "unjudged"
+    assert "meet at 0000:01:00.0, whose capabilities lspci could not read" in acs.reason
+
+
+def test_acs_without_bus_ranges_is_unjudged_and_without_a_nic_is_not_judged(
+    run: RunFolder,
+) -> None:
+    flat = lspci_device("0000:03:00.0", *GPU_PCI) + lspci_device("0000:04:00.0", *NIC_PCI)
+    run.step("node1", "health-lspci", flat, "lspci")
+    assert run.health()["health.pcie.acs"].status == "unjudged"
+    run.step("node1", "health-lspci", lspci_device("0000:03:00.0", *GPU_PCI), "lspci")
+    assert "health.pcie.acs" not in run.health()

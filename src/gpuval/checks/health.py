@@ -9,7 +9,8 @@ Subjects (check ids `health.<subject>...`, each non-pass check with an `action`)
 - clocks: slowdown reasons and their counters over the run, temperatures against the slowdown
   threshold, power limit against the default, persistence and MIG modes;
 - pcie: RDMA NICs' link width and speed and every device's AER counters (sysfs); GPUs' links
-  are judged by topology.pcie-link (NVML) and only fall back to sysfs here;
+  are judged by topology.pcie-link (NVML) and only fall back to sysfs here; ACS redirect on
+  the PCIe switch ports between a GPU and an RDMA NIC (lspci -vvv);
 - nvlink: NVSwitch fabric registration (the fabric manager did its job) and the NVLink error
   counters over the run (nvidia-smi nvlink -e; link states are topology.nvlink-state's);
 - network: RDMA port error counters over the run (sysfs), GPUDirect RDMA's kernel module,
@@ -37,6 +38,7 @@ from gpuval.evidence.model import BeforeAfter, pci_key
 from gpuval.records.health import (
     GemmBurnRun,
     KernelEvent,
+    LspciDevice,
     NvlinkErrorsRun,
     PciDevice,
     SysfsInfinibandRun,
@@ -118,6 +120,11 @@ PEERMEM_SOURCE = (
     "https://docs.nvidia.com/cuda/gpudirect-rdma/ (GPUDirect RDMA needs nvidia-peermem)"
 )
 PCI_AER_SOURCE = "Linux Documentation/ABI/testing/sysfs-bus-pci-devices-aer"
+# ACS redirect sends peer-to-peer requests up to the root complex: GPUDirect slows or hangs.
+PCI_ACS_SOURCE = (
+    "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html"
+    "#pci-access-control-services-acs"
+)
 # NVLink counters (NVML's nvmlNvLinkErrorCounter_t): replay = the data link retransmitted,
 # recovery = the link retrained, CRC = a flow-control unit or data arrived corrupted.
 NVLINK_COUNTER_SOURCE = (
@@ -611,6 +618,70 @@ def pcie_health_checks(judge: Judge, host: HostEvidence) -> None:
          parsed.source(), reference=PCI_AER_SOURCE)  # fmt: skip
 
 
+def _bridges_above(device: LspciDevice, bridges: list[LspciDevice]) -> list[LspciDevice]:
+    """The bridges whose bus range holds the device's bus, the nearest (highest secondary bus)
+    first."""
+    above = [b for b in bridges if b.domain == device.domain and b.bridges_bus(device.bus)]
+    return sorted(above, key=lambda b: -(b.secondary_bus or 0))
+
+
+def _pair_problems(gpu: str, nic: str, gpu_path: list[LspciDevice],
+                   nic_path: list[LspciDevice]) -> tuple[str, list[Problem]]:  # fmt: skip
+    """Where the pair meets ("switch" or "root complex") and what ACS does on the way: every
+    switch port below their lowest common bridge that redirects fails."""
+    common = next((b for b in gpu_path if b in nic_path), None)
+    if common is None or common.is_root_port:
+        return "root complex", []
+    below = [b for path in (gpu_path, nic_path) for b in path[: path.index(common)]]
+    pair = f"{gpu} and {nic}"
+    if any(b.capabilities_denied for b in [common, *below]):
+        return "switch", [("unjudged", f"{pair} meet at {common.address}, whose capabilities "
+                           "lspci could not read (ran without root?)", None)]  # fmt: skip
+    if common.port_type is None:
+        return "switch", [("unjudged", f"{pair} meet at {common.address}, of unknown port "
+                           "type (no Express capability printed)", None)]  # fmt: skip
+    return "switch", [("fail", f"ACS redirect (ReqRedir/CmpltRedir) on {b.address} "
+                       f"({b.port_type or 'bridge'}) between {pair}: their P2P traffic goes "
+                       "through the root complex",
+                       f"disable ACS on {b.address} (setpci, or the BIOS option), as NCCL's "
+                       "guide says") for b in below if b.acs_redirects]  # fmt: skip
+
+
+def pcie_acs_checks(judge: Judge, host: HostEvidence) -> None:
+    """ACS on the PCIe switch between a GPU and an RDMA NIC: with ReqRedir or CmpltRedir on, the
+    switch sends their peer-to-peer traffic (GPUDirect RDMA) up to the root complex."""
+    parsed = host.health.lspci
+    if parsed is None:
+        sysfs = host.health.pci.latest
+        listed_in_sysfs = sysfs.record.devices if sysfs else []
+        if any(d.is_gpu for d in listed_in_sysfs) and any(d.is_rdma_nic for d in listed_in_sysfs):
+            _missing(judge, host, "health.pcie.acs", "PCI tree (lspci -vvv)", "health-lspci")
+        return
+    devices = parsed.record.devices
+    gpus = [d for d in devices if d.is_gpu]
+    nics = [d for d in devices if d.is_rdma_nic]
+    if not gpus or not nics:
+        return
+    bridges = [d for d in devices if d.secondary_bus is not None]
+    problems: list[Problem] = []
+    meetings: Counter[str] = Counter()
+    if not bridges:
+        problems.append(("unjudged", "lspci printed no bridge bus range: where the GPUs and NICs "
+                         "sit in the PCI tree is unknown", None))  # fmt: skip
+    else:
+        for gpu in gpus:
+            for nic in nics:
+                meeting, found = _pair_problems(
+                    host.health.gpu_name(gpu.address), f"NIC {nic.address}",
+                    _bridges_above(gpu, bridges), _bridges_above(nic, bridges))  # fmt: skip
+                meetings[meeting] += 1
+                problems += found
+    _add(judge, host, "health.pcie.acs", problems,
+         f"{meetings['switch']} GPU-NIC pair(s) under a PCIe switch with no ACS redirect on the "
+         f"path; {meetings['root complex']} meet only at the root complex, where ACS does not "
+         "change their path", parsed.source(), reference=PCI_ACS_SOURCE)  # fmt: skip
+
+
 # --------------------------------------------------------------------- NVLink fabric
 
 
@@ -975,6 +1046,7 @@ def health_checks(judge: Judge) -> None:
         memory_checks(judge, host)
         clock_checks(judge, host)
         pcie_health_checks(judge, host)
+        pcie_acs_checks(judge, host)
         nvlink_fabric_checks(judge, host)
         nvlink_error_checks(judge, host)
         ib_counter_checks(judge, host)

@@ -18,6 +18,7 @@ from gpuval.records.health import (
     GemmBurnRun,
     KernelLogRun,
     KernelModulesRun,
+    LspciRun,
     NvlinkErrorsRun,
     SysfsInfinibandRun,
     SysfsPciRun,
@@ -173,6 +174,7 @@ class HostHealth:
     infiniband: BeforeAfter[SysfsInfinibandRun] = field(default_factory=BeforeAfter)
     pci: BeforeAfter[SysfsPciRun] = field(default_factory=BeforeAfter)
     nvlink_errors: BeforeAfter[NvlinkErrorsRun] = field(default_factory=BeforeAfter)
+    lspci: Parsed[LspciRun] | None = None  # before the benchmarks only
     modules: Parsed[KernelModulesRun] | None = None
     dcgm: list[Parsed[DcgmDiagRun]] = field(default_factory=list)
     burn: list[Parsed[GemmBurnRun]] = field(default_factory=list)
