@@ -72,7 +72,7 @@ def test_expected_steps_of_three_hosts() -> None:
     internode = [f"internode-nccl-{c}" for c in steps.COLLECTIVES]
     health = [
         "health-kernel-log", "health-pci", "health-ib-sysfs", "health-modules",
-        "health-nvlink-errors", "health-ofed",
+        "health-nvlink-errors", "health-ofed", "health-lspci",
         "health-kernel-log-after", "health-pci-after", "health-ib-sysfs-after",
         "health-nvlink-errors-after", "nvidia-smi-query-after",
     ]  # fmt: skip
