@@ -127,6 +127,11 @@ HEALTH_PASSIVE_STAGES = {
     "health-pci": ("before", "after"),
     "health-ib-sysfs": ("before", "after"),
     "health-modules": ("before",),
+    "health-nvlink-errors": ("before", "after"),
+    # The installed OFED does not change while the benchmarks run.
+    "health-ofed": ("before",),
+    # ACS settings and the PCI tree are configuration: the benchmarks do not change them.
+    "health-lspci": ("before",),
     # Before the benchmarks this is the preflight's own nvidia-smi-query.
     "nvidia-smi-query": ("after",),
 }

@@ -50,6 +50,9 @@ class RunFolder:
             self.step(host, name, (DEVICE / "dmesg.txt").read_text(), "kernel-log")
         for name in ("health-pci", "health-pci-after"):
             self.step(host, name, (DEVICE / "sysfs-pci-links.txt").read_text(), "sysfs-pci")
+        # The lent H100 has no NVLink: nvidia-smi nvlink -e printed nothing (probes.txt).
+        for name in ("health-nvlink-errors", "health-nvlink-errors-after"):
+            self.step(host, name, "", "nvidia-smi-nvlink-errors")
 
     def checks(self, thresholds: Thresholds = DEFAULTS) -> list[Check]:
         return judge_run(build_evidence(read_run_folder(self.root)), thresholds).checks
@@ -75,7 +78,10 @@ def changed(xml: str, element: str, value: str) -> str:
 def test_a_healthy_real_h100_passes_every_health_check(run: RunFolder) -> None:
     run.healthy("node1")
     health = run.health()
-    assert set(health) == {"health.xid", "health.memory", "health.clocks", "health.pcie"}
+    assert set(health) == {"health.xid", "health.memory", "health.clocks", "health.pcie",
+                           "health.nvlink.errors"}  # fmt: skip
+    # No NVLink on this GPU: nothing to count, said so rather than passed.
+    assert health.pop("health.nvlink.errors").status == "unjudged"
     assert {c.status for c in health.values()} == {"pass"}
     assert "358 kernel log lines" in health["health.xid"].reason
     assert all(c.action is None for c in health.values())
@@ -355,7 +361,7 @@ def test_report_outputs_carry_the_node_health_table(run: RunFolder, tmp_path: Pa
     summary = json.loads((out / "summary.json").read_text())
     validate(summary, "summary")
     table = summary["node_health"]
-    assert [s["key"] for s in table["subjects"]] == ["xid", "memory", "clocks", "pcie"]
+    assert [s["key"] for s in table["subjects"]] == ["xid", "memory", "clocks", "pcie", "nvlink"]
     node2 = next(h for h in table["hosts"] if h["host"] == "node2")
     assert node2["status"] == "fail" and node2["cells"]["xid"]["status"] == "fail"
     assert node2["cells"]["xid"]["source"] == "raw/node2/health-kernel-log-after.txt:1"
@@ -384,6 +390,179 @@ def test_the_real_h100_burn_and_its_readings_after_a_700w_load_pass(run: RunFold
     burn_check = health["health.burn.GPU0"]
     assert burn_check.status == "pass" and burn_check.measured == pytest.approx(672.26, abs=0.01)
     assert burn_check.reference == 989.4
+    assert health.pop("health.nvlink.errors").status == "unjudged"  # no NVLink on this GPU
     assert {c.status for c in health.values()} == {"pass"}, {
         k: (c.status, c.reason) for k, c in health.items() if c.status != "pass"
     }
+
+
+# --- NVLink error counters (nvidia-smi nvlink -e) and OFED across nodes -----------------------
+
+PROBES = TESTS / "data" / "device" / "h100-x1-probes-2026-11-23" / "probes.txt"
+
+
+def nvlink_errors(crc: int, replay: int = 0) -> str:
+    """Two GPUs in the published form (tests/data/outputs/nvidia-smi/nvlink-errors-*), GPU1's
+    link 2 with the given counts."""
+    lines = []
+    for gpu in (0, 1):
+        lines.append(f"GPU {gpu}: NVIDIA H100 80GB HBM3 (UUID: GPU-0000000{gpu})")
+        for link in range(3):
+            bad = gpu == 1 and link == 2
+            lines += [f"\t Link {link}: Replay Errors: {replay if bad else 0}",
+                      f"\t Link {link}: Recovery Errors: 0",
+                      f"\t Link {link}: CRC Errors: {crc if bad else 0}"]  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def test_nvlink_crc_errors_growing_during_the_run_fail_naming_gpu_and_link(run: RunFolder) -> None:
+    run.healthy("node1")
+    run.step("node1", "health-nvlink-errors", nvlink_errors(4), "nvidia-smi-nvlink-errors")
+    run.step("node1", "health-nvlink-errors-after", nvlink_errors(90, replay=2),
+             "nvidia-smi-nvlink-errors")  # fmt: skip
+    check = run.health()["health.nvlink.errors"]
+    assert check.status == "fail"
+    assert "GPU1 link 2 CRC Errors 4 -> 90 during the run" in check.reason
+    assert "GPU1 link 2 Replay Errors 0 -> 2 during the run" in check.reason
+    assert "RMA GPU1" in (check.action or "") and "nvmlNvLinkErrorCounter_t" in str(check.reference)
+    assert check.source == "raw/node1/health-nvlink-errors-after.txt"
+    run.step("node1", "health-nvlink-errors-after", nvlink_errors(4), "nvidia-smi-nvlink-errors")
+    check = run.health()["health.nvlink.errors"]
+    assert check.status == "pass" and "6 NVLink(s), 18 replay/recovery/CRC" in check.reason
+
+
+def test_nonzero_nvlink_counters_without_a_capture_before_warn(run: RunFolder) -> None:
+    run.healthy("node1")
+    run.step("node1", "health-nvlink-errors-after", nvlink_errors(4), "nvidia-smi-nvlink-errors")
+    check = run.health()["health.nvlink.errors"]
+    assert check.status == "warn" and "no capture before the run" in check.reason
+
+
+def test_no_nvlink_on_the_lent_h100_is_said_and_not_passed(run: RunFolder) -> None:
+    # What the lent single H100 printed (probes.txt): nothing, exit 0, before and after.
+    assert "### nvidia-smi nvlink -e\n### rc=0\n" in PROBES.read_text()
+    run.healthy("node1")
+    for name in ("health-nvlink-errors", "health-nvlink-errors-after"):
+        run.step("node1", name, "", "nvidia-smi-nvlink-errors")
+    check = run.health()["health.nvlink.errors"]
+    assert check.status == "unjudged" and "listed no NVLink" in check.reason
+    assert not [c for c in run.checks() if c.status == "error"]
+
+
+def test_nvlink_counters_all_na_are_unjudged(run: RunFolder) -> None:
+    run.healthy("node1")
+    text = "GPU 0: NVIDIA B200 (UUID: GPU-1)\n\t Link 0: CRC Errors: N/A\n"
+    for name in ("health-nvlink-errors", "health-nvlink-errors-after"):
+        run.step("node1", name, text, "nvidia-smi-nvlink-errors")
+    assert run.health()["health.nvlink.errors"].status == "unjudged"
+
+
+def test_a_minority_ofed_across_nodes_is_named(run: RunFolder) -> None:
+    for host, line in (("node1", "MLNX_OFED_LINUX-5.8-1.1.2.1:"), ("node2", "MLNX_OFED_LINUX-"
+                       "5.8-1.1.2.1:"), ("node3", "OFED-internal-24.10-1.1.4:")):  # fmt: skip
+        run.healthy(host)
+        run.step(host, "health-ofed", line + "\n", "ofed-info")
+    checks = [c for c in run.checks() if c.check_id == "health.network.ofed"]
+    failing = {c.host: c.reason for c in checks if c.status == "fail"}
+    assert set(failing) == {"node3", "cluster"}
+    assert (
+        "OFED-internal-24.10-1.1.4 here, the other hosts' MLNX_OFED_LINUX-5.8-1.1.2.1"
+        in (failing["node3"])
+    )
+    assert health_subject("health.network.ofed") == "network"
+
+
+def lspci_device(address: str, kind: str, ids: str, port: str | None = None,
+                 bus: tuple[int, int, int] | None = None, redirect: bool = False,
+                 denied: bool = False) -> str:  # fmt: skip
+    """One `lspci -D -nn -vvv` block in its printed layout (as in tests/data/outputs/lspci)."""
+    lines = [f"{address} {kind}: Vendor Device {ids}"]
+    if bus:
+        lines.append("\tBus: primary={:02x}, secondary={:02x}, subordinate={:02x}, "
+                     "sec-latency=0".format(*bus))  # fmt: skip
+    if denied:
+        lines.append("\tCapabilities: <access denied>")
+    elif port:
+        sign = "+" if redirect else "-"
+        lines += [f"\tCapabilities: [68] Express (v2) {port}, MSI 00",
+                  "\tCapabilities: [f24 v1] Access Control Services",
+                  "\t\tACSCap:\tSrcValid+ TransBlk+ ReqRedir+ CmpltRedir+ UpstreamFwd+ "
+                  "EgressCtrl+ DirectTrans+",
+                  f"\t\tACSCtl:\tSrcValid+ TransBlk- ReqRedir{sign} CmpltRedir{sign} "
+                  f"UpstreamFwd{sign} EgressCtrl- DirectTrans-"]  # fmt: skip
+    return "\n".join(lines) + "\n\n"
+
+
+GPU_PCI = "3D controller [0302]", "[10de:2330]"
+NIC_PCI = "Infiniband controller [0207]", "[15b3:1021]"
+BRIDGE = "PCI bridge [0604]"
+
+
+def switch_tree(nic_port_redirects: bool, denied: bool = False) -> str:
+    """A root port above a PCIe switch (upstream port on bus 01, downstream ports on bus 02),
+    the GPU behind one downstream port (bus 03) and the NIC behind the other (bus 04)."""
+    return "".join([
+        lspci_device("0000:00:01.0", BRIDGE, "[8086:0bcd]", "Root Port (Slot+)", (0, 1, 4),
+                     redirect=True, denied=denied),
+        lspci_device("0000:01:00.0", BRIDGE, "[1000:c030]", "Upstream Port", (1, 2, 4),
+                     denied=denied),
+        lspci_device("0000:02:00.0", BRIDGE, "[1000:c030]", "Downstream Port (Slot+)",
+                     (2, 3, 3), denied=denied),
+        lspci_device("0000:02:01.0", BRIDGE, "[1000:c030]", "Downstream Port (Slot+)",
+                     (2, 4, 4), redirect=nic_port_redirects, denied=denied),
+        lspci_device("0000:03:00.0", *GPU_PCI, "Endpoint", denied=denied),
+        lspci_device("0000:04:00.0", *NIC_PCI, "Endpoint", denied=denied),
+    ])  # fmt: skip
+
+
+def test_acs_redirect_on_the_switch_port_above_the_nic_fails_naming_it(run: RunFolder) -> None:
+    run.step("node1", "health-lspci", switch_tree(nic_port_redirects=True), "lspci")
+    acs = run.health()["health.pcie.acs"]
+    assert acs.status == "fail"
+    assert "0000:02:01.0 (Downstream Port)" in acs.reason
+    assert "the GPU at 0000:03:00.0 and NIC 0000:04:00.0" in acs.reason
+    assert acs.action == ("disable ACS on 0000:02:01.0 (setpci, or the BIOS option), as NCCL's "
+                          "guide says")  # fmt: skip
+    assert acs.reference is not None and "pci-access-control-services-acs" in acs.reference
+
+
+def test_acs_off_on_the_switch_passes(run: RunFolder) -> None:
+    run.step("node1", "health-lspci", switch_tree(nic_port_redirects=False), "lspci")
+    acs = run.health()["health.pcie.acs"]
+    # The root port above the switch redirects; their path stays inside the switch.
+    assert acs.status == "pass" and acs.action is None
+    assert acs.reason.startswith("1 GPU-NIC pair(s) under a PCIe switch with no ACS redirect")
+
+
+def test_gpu_and_nic_on_different_root_ports_meet_at_the_root_complex_and_pass(
+    run: RunFolder,
+) -> None:
+    tree = "".join([
+        lspci_device("0000:00:01.0", BRIDGE, "[8086:0bcd]", "Root Port (Slot+)", (0, 1, 1),
+                     redirect=True),
+        lspci_device("0000:00:03.0", BRIDGE, "[8086:0bcd]", "Root Port (Slot+)", (0, 2, 2),
+                     redirect=True),
+        lspci_device("0000:01:00.0", *GPU_PCI, "Endpoint"),
+        lspci_device("0000:02:00.0", *NIC_PCI, "Endpoint"),
+    ])  # fmt: skip
+    run.step("node1", "health-lspci", tree, "lspci")
+    acs = run.health()["health.pcie.acs"]
+    assert acs.status == "pass"
+    assert "1 meet only at the root complex, where ACS does not change their path" in acs.reason
+
+
+def test_acs_unreadable_without_root_is_unjudged(run: RunFolder) -> None:
+    run.step("node1", "health-lspci", switch_tree(True, denied=True), "lspci")
+    acs = run.health()["health.pcie.acs"]
+    assert acs.status == "unjudged"
+    assert "meet at 0000:01:00.0, whose capabilities lspci could not read" in acs.reason
+
+
+def test_acs_without_bus_ranges_is_unjudged_and_without_a_nic_is_not_judged(
+    run: RunFolder,
+) -> None:
+    flat = lspci_device("0000:03:00.0", *GPU_PCI) + lspci_device("0000:04:00.0", *NIC_PCI)
+    run.step("node1", "health-lspci", flat, "lspci")
+    assert run.health()["health.pcie.acs"].status == "unjudged"
+    run.step("node1", "health-lspci", lspci_device("0000:03:00.0", *GPU_PCI), "lspci")
+    assert "health.pcie.acs" not in run.health()

@@ -1,6 +1,6 @@
 """Parsers of the node health outputs, on real published outputs (tests/data/outputs/*/README.md)
-and on the variations they show: kernel logs in every dating form, sysfs listings, /proc/modules,
-dcgmi diag -j, the GEMM burn's JSON."""
+and on the variations they show: kernel logs in every dating form, sysfs listings, lspci -vvv,
+/proc/modules, nvidia-smi nvlink -e, ofed_info -s, dcgmi diag -j, the GEMM burn's JSON."""
 
 from __future__ import annotations
 
@@ -12,11 +12,14 @@ from gpuval.parsers import (
     gpuval_bench,
     kernel_log,
     kernel_modules,
+    lspci,
+    nvidia_smi_nvlink_errors,
+    software_versions,
     sysfs_infiniband,
     sysfs_pci,
 )
 from gpuval.records.base import ParseResult
-from gpuval.records.health import KernelLogRun
+from gpuval.records.health import KernelLogRun, LspciDevice
 from gpuval.schema import validate
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "outputs"
@@ -249,3 +252,168 @@ def test_sysfs_pci_grep_form_reads_like_the_loop_form() -> None:
     run = checked(sysfs_pci.parse(real)).runs[0]
     assert [d.vendor for d in run.devices] == ["0x8086"] + ["0x1af4"] * 5
     assert not any(d.is_gpu or d.is_rdma_nic or d.current_width for d in run.devices)
+
+
+# --- nvidia-smi nvlink -e, ofed_info -s -------------------------------------------------------
+
+PROBES = DATA.parent / "device" / "h100-x1-probes-2026-11-23" / "probes.txt"
+
+
+def test_nvlink_errors_of_a_published_gb300_keep_every_counter_by_name() -> None:
+    path = DATA / "nvidia-smi" / "nvlink-errors-srt-slurm-307-gb300-one-link.txt"
+    result = checked(nvidia_smi_nvlink_errors.parse(path.read_text(), str(path)))
+    assert not result.errors and not result.warnings
+    (gpu,) = result.runs[0].gpus
+    assert (gpu.index, gpu.name, gpu.uuid) == (0, "NVIDIA GB300", None)
+    assert [(k.link, k.counters) for k in gpu.links] == [
+        (0, {"Replay Errors": 0, "Recovery Errors": 0, "CRC Errors": 0})
+    ]
+
+
+def test_nvlink_errors_na_other_counter_names_and_per_lane_crc_are_kept() -> None:
+    text = (
+        "GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-1234)\n"
+        "\t Link 0: Replay Errors: 3\n"
+        "\t Link 0: Data CRC Errors: 1\n"
+        "\t Link 0: Flit CRC Errors: N/A\n"
+        "\t Link 0: Lane 2 CRC Errors: 7\n"
+        "\t Link 1: Effective Errors: 0\n"
+    )
+    result = checked(nvidia_smi_nvlink_errors.parse(text, "e.txt"))
+    assert not result.errors and not result.warnings
+    links = result.runs[0].gpus[0].links
+    assert links[0].counters == {"Replay Errors": 3, "Data CRC Errors": 1,
+                                 "Flit CRC Errors": None, "Lane 2 CRC Errors": 7}  # fmt: skip
+    assert (links[1].link, links[1].counters, links[1].line) == (1, {"Effective Errors": 0}, 6)
+
+
+def test_nvlink_errors_printed_nothing_on_the_lent_h100_means_no_links_not_an_error() -> None:
+    # probes.txt: "### nvidia-smi nvlink -e" is directly followed by "### rc=0".
+    recorded = PROBES.read_text().split("### nvidia-smi nvlink -e\n", 1)[1]
+    output = recorded.split("### rc=", 1)[0]
+    result = checked(nvidia_smi_nvlink_errors.parse(output, "health-nvlink-errors.txt"))
+    assert output == "" and not result.errors and result.runs[0].gpus == []
+    assert "no GPU reports an NVLink" in result.warnings[0].message
+
+
+def test_nvlink_errors_garbage_names_the_file_and_line() -> None:
+    result = checked(nvidia_smi_nvlink_errors.parse("oops\n  Link 0: CRC Errors: x\n", "e.txt"))
+    assert result.runs == [] and "no `GPU N: NAME` line" in result.errors[0].message
+    assert [(w.source, w.line) for w in result.warnings] == [("e.txt", 1), ("e.txt", 2)]
+
+
+def test_ofed_info_mlnx_ofed_published_and_doca_forms() -> None:
+    path = DATA / "software-versions" / "ofed-info-baidu-cce-guide-5.8-trailing-spaces.txt"
+    result = checked(software_versions.parse(path.read_text(), str(path)))
+    assert result.tool == "ofed-info"
+    run = result.runs[0]
+    assert (run.component, run.implementation, run.version) == ("ofed", "MLNX_OFED_LINUX",
+                                                               "5.8-1.1.2.1")  # fmt: skip
+    # DOCA-Host's form, as the OFED package names it (`OFED-internal-<version>:`)
+    doca = checked(software_versions.parse("OFED-internal-24.10-1.1.4:\n", tool="ofed-info"))
+    assert (doca.runs[0].implementation, doca.runs[0].version) == ("OFED-internal", "24.10-1.1.4")
+    missing = software_versions.parse("bash: ofed_info: command not found\n", "o.txt", "ofed-info")
+    assert missing.runs == [] and missing.errors[0].line == 1
+
+
+def lspci_devices(name: str, warnings: int = 0) -> list[LspciDevice]:
+    path = DATA / "lspci" / name
+    result = checked(lspci.parse(path.read_text(), str(path)))
+    assert not result.errors and len(result.warnings) == warnings
+    devices: list[LspciDevice] = result.runs[0].devices
+    return devices
+
+
+def test_lspci_published_switch_port_excerpt_warns_about_its_cut_start() -> None:
+    path = DATA / "lspci" / "heymeco-rockchip-6-pex8725-acs-redirect-excerpt.txt"
+    result = checked(lspci.parse(path.read_text(), str(path)))
+    # The excerpt starts inside the previous port's ACS capability: said once, at line 1.
+    assert [(w.source, w.line) for w in result.warnings] == [(str(path), 1)]
+    [port] = result.runs[0].devices
+    assert (port.address, port.class_name, port.class_code, port.vendor, port.line) == (
+        "0000:02:08.0", "PCI bridge", "0604", None, 6)  # fmt: skip
+    assert (port.primary_bus, port.secondary_bus, port.subordinate_bus) == (0x02, 0x82, 0x82)
+    assert port.bridges_bus(0x82) and not port.bridges_bus(0x83)
+    assert (port.port_type, port.acs_control, port.capabilities_denied) == (None, None, False)
+
+
+def test_lspci_published_acs_flags_under_a_header_written_here() -> None:
+    path = DATA / "lspci" / "heymeco-rockchip-6-pex8725-acs-redirect-excerpt.txt"
+    acs_lines = "".join(path.read_text().splitlines(keepends=True)[:2])
+    text = "0000:02:01.0 PCI bridge: PLX Technology, Inc. PEX 8725\n" + acs_lines
+    [port] = checked(lspci.parse(text, "acs.txt")).runs[0].devices
+    assert port.acs_capability == dict.fromkeys(
+        ("SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "EgressCtrl",
+         "DirectTrans"), True)  # fmt: skip
+    assert port.acs_control == {"SrcValid": True, "TransBlk": False, "ReqRedir": True,
+                                "CmpltRedir": True, "UpstreamFwd": True, "EgressCtrl": False,
+                                "DirectTrans": False}  # fmt: skip
+    assert port.acs_redirects
+
+
+def test_lspci_published_a100_with_numeric_ids_and_no_domain() -> None:
+    [gpu] = lspci_devices("hwloc-653-a100-sxm4-nn-excerpt.txt")
+    assert (gpu.address, gpu.class_name, gpu.class_code, gpu.vendor, gpu.device) == (
+        "0000:da:00.0", "3D controller", "0302", "10de", "20b0")  # fmt: skip
+    assert gpu.port_type == "Endpoint" and gpu.is_gpu and not gpu.is_rdma_nic
+    assert gpu.secondary_bus is None and gpu.acs_control is None
+
+
+def test_lspci_published_connectx6_by_name_with_its_link_capability() -> None:
+    [nic] = lspci_devices("l2fwd-nv-6-connectx6-dx-excerpt.txt")
+    assert (nic.address, nic.class_code, nic.vendor, nic.device) == (
+        "0000:b3:00.0", "0200", "15b3", None)  # fmt: skip
+    assert nic.is_rdma_nic and nic.port_type == "Endpoint"
+    assert (nic.link_capable_speed_gts, nic.link_capable_width) == (16.0, 16)
+    assert (nic.link_speed_gts, nic.link_width) == (None, None)  # LnkSta is cut off
+
+
+def test_lspci_published_switch_downstream_and_root_ports() -> None:
+    [downstream] = lspci_devices("linux-media-88-pericom-downstream-nn-excerpt.txt")
+    assert (downstream.address, downstream.class_code, downstream.vendor, downstream.device) == (
+        "0000:02:01.0", "0604", "12d8", "2304")  # fmt: skip
+    assert downstream.port_type == "Downstream Port" and not downstream.is_root_port
+    assert (downstream.primary_bus, downstream.secondary_bus, downstream.subordinate_bus) == (
+        2, 3, 3)  # fmt: skip
+    [root] = lspci_devices("raspberrypi-linux-5352-root-port-excerpt.txt")
+    assert root.port_type == "Root Port" and root.is_root_port
+    assert (root.primary_bus, root.secondary_bus, root.subordinate_bus) == (0, 1, 5)
+
+
+def test_lspci_published_without_root_notes_access_denied() -> None:
+    devices = lspci_devices("fastfetch-1658-access-denied-excerpt.txt", warnings=1)
+    assert [(d.address, d.class_name, d.capabilities_denied) for d in devices] == [
+        ("0000:4c:00.0", "Non-Volatile memory controller", True),
+        ("0000:59:00.0", "System peripheral", True),
+        ("0000:59:00.1", "System peripheral", False),  # the excerpt ends before its capabilities
+    ]
+
+
+def test_lspci_newer_link_status_and_message_number_forms() -> None:
+    text = (
+        "0000:c1:00.0 Infiniband controller [0207]: Mellanox Technologies MT2910 Family "
+        "[ConnectX-7] [15b3:1021]\n"
+        "\tCapabilities: [60] Express (v2) Endpoint, IntMsgNum 0\n"
+        "\t\tLnkCap:\tPort #0, Speed 32GT/s, Width x16, ASPM not supported\n"
+        "\t\tLnkSta:\tSpeed 16GT/s (downgraded), Width x8 (downgraded)\n"
+        "\t\tLnkCap2: Supported Link Speeds: 2.5-32GT/s, Crosslink- Retimer+ 2Retimers+ DRS-\n"
+    )
+    [nic] = checked(lspci.parse(text, "n.txt")).runs[0].devices
+    assert (nic.port_type, nic.is_rdma_nic) == ("Endpoint", True)
+    assert (nic.link_capable_speed_gts, nic.link_capable_width) == (32.0, 16)
+    assert (nic.link_speed_gts, nic.link_width) == (16.0, 8)
+
+
+def test_lspci_bad_input_names_the_file_and_line() -> None:
+    result = checked(lspci.parse("lspci: command not found\n", "l.txt"))
+    assert result.runs == [] and "no device header" in result.errors[0].message
+    assert [(w.source, w.line) for w in result.warnings] == [("l.txt", 1)]
+    text = ("00:01.0 PCI bridge: Intel Corporation Device 1234\n"
+            "\tBus: primary=00, secondary=zz\n"
+            "\tBus: primary=00, secondary=05, subordinate=04, sec-latency=0\n"
+            "\t\tACSCtl:\t<garbled>\n")  # fmt: skip
+    result = checked(lspci.parse(text, "b.txt"))
+    assert [(w.source, w.line) for w in result.warnings] == [("b.txt", 2), ("b.txt", 3),
+                                                             ("b.txt", 4)]  # fmt: skip
+    [bridge] = result.runs[0].devices
+    assert (bridge.secondary_bus, bridge.acs_control) == (None, None)

@@ -72,8 +72,9 @@ def test_expected_steps_of_three_hosts() -> None:
     internode = [f"internode-nccl-{c}" for c in steps.COLLECTIVES]
     health = [
         "health-kernel-log", "health-pci", "health-ib-sysfs", "health-modules",
+        "health-nvlink-errors", "health-ofed", "health-lspci",
         "health-kernel-log-after", "health-pci-after", "health-ib-sysfs-after",
-        "nvidia-smi-query-after",
+        "health-nvlink-errors-after", "nvidia-smi-query-after",
     ]  # fmt: skip
     # circle schedule of 3 hosts: (n2,n3), (n1,n3), (n1,n2), one round each, the earlier host first
     assert expected["n1"] == [

@@ -9,10 +9,12 @@ Subjects (check ids `health.<subject>...`, each non-pass check with an `action`)
 - clocks: slowdown reasons and their counters over the run, temperatures against the slowdown
   threshold, power limit against the default, persistence and MIG modes;
 - pcie: RDMA NICs' link width and speed and every device's AER counters (sysfs); GPUs' links
-  are judged by topology.pcie-link (NVML) and only fall back to sysfs here;
-- nvlink: NVSwitch fabric registration (the fabric manager did its job);
+  are judged by topology.pcie-link (NVML) and only fall back to sysfs here; ACS redirect on
+  the PCIe switch ports between a GPU and an RDMA NIC (lspci -vvv);
+- nvlink: NVSwitch fabric registration (the fabric manager did its job) and the NVLink error
+  counters over the run (nvidia-smi nvlink -e; link states are topology.nvlink-state's);
 - network: RDMA port error counters over the run (sysfs), GPUDirect RDMA's kernel module,
-  the same NIC firmware on every node;
+  the same NIC firmware and OFED (ofed_info -s) on every node;
 - software: VBIOS and kernel the same on every node;
 - burn: the GEMM burn per GPU, against the catalog's dense peak and the node's siblings;
 - dcgm: DCGM diagnostics, each failed test named per GPU.
@@ -33,7 +35,14 @@ from gpuval.checks.model import Check, Status, rank
 from gpuval.checks.wording import listed, percent
 from gpuval.evidence import HostEvidence, Parsed, runs_of
 from gpuval.evidence.model import BeforeAfter, pci_key
-from gpuval.records.health import GemmBurnRun, KernelEvent, PciDevice, SysfsInfinibandRun
+from gpuval.records.health import (
+    GemmBurnRun,
+    KernelEvent,
+    LspciDevice,
+    NvlinkErrorsRun,
+    PciDevice,
+    SysfsInfinibandRun,
+)
 from gpuval.records.nvidia_smi import EccCounts, NvidiaSmiRun, SmiGpu
 from gpuval.records.software import SoftwareVersionRun
 from gpuval.runfolder import RawFile
@@ -111,6 +120,26 @@ PEERMEM_SOURCE = (
     "https://docs.nvidia.com/cuda/gpudirect-rdma/ (GPUDirect RDMA needs nvidia-peermem)"
 )
 PCI_AER_SOURCE = "Linux Documentation/ABI/testing/sysfs-bus-pci-devices-aer"
+# ACS redirect sends peer-to-peer requests up to the root complex: GPUDirect slows or hangs.
+PCI_ACS_SOURCE = (
+    "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html"
+    "#pci-access-control-services-acs"
+)
+# NVLink counters (NVML's nvmlNvLinkErrorCounter_t): replay = the data link retransmitted,
+# recovery = the link retrained, CRC = a flow-control unit or data arrived corrupted.
+NVLINK_COUNTER_SOURCE = (
+    "https://docs.nvidia.com/deploy/nvml-api/group__nvmlDeviceEnumvs.html "
+    "(nvmlNvLinkErrorCounter_t); https://docs.nvidia.com/deploy/nvidia-smi/index.html (nvlink -e)"
+)
+# Judged counter kinds, by a word of the printed name ("Data CRC Errors", "Lane 3 CRC Errors"),
+# with what to do when one grows. Other names are kept in the record and not judged.
+NVLINK_ERRORS = {
+    "crc": "reseat or replace the NVLink bridge or board of {gpu}; RMA {gpu} if errors recur",
+    "recovery": "reseat or replace the NVLink bridge or board of {gpu}; RMA {gpu} if the link "
+    "keeps retraining",
+    "replay": "a marginal NVLink: reseat the NVLink bridge or board of {gpu}; RMA {gpu} if "
+    "replays keep growing",
+}
 
 Problem = tuple[Status, str, str | None]  # status, what was found, what to do
 
@@ -589,6 +618,70 @@ def pcie_health_checks(judge: Judge, host: HostEvidence) -> None:
          parsed.source(), reference=PCI_AER_SOURCE)  # fmt: skip
 
 
+def _bridges_above(device: LspciDevice, bridges: list[LspciDevice]) -> list[LspciDevice]:
+    """The bridges whose bus range holds the device's bus, the nearest (highest secondary bus)
+    first."""
+    above = [b for b in bridges if b.domain == device.domain and b.bridges_bus(device.bus)]
+    return sorted(above, key=lambda b: -(b.secondary_bus or 0))
+
+
+def _pair_problems(gpu: str, nic: str, gpu_path: list[LspciDevice],
+                   nic_path: list[LspciDevice]) -> tuple[str, list[Problem]]:  # fmt: skip
+    """Where the pair meets ("switch" or "root complex") and what ACS does on the way: every
+    switch port below their lowest common bridge that redirects fails."""
+    common = next((b for b in gpu_path if b in nic_path), None)
+    if common is None or common.is_root_port:
+        return "root complex", []
+    below = [b for path in (gpu_path, nic_path) for b in path[: path.index(common)]]
+    pair = f"{gpu} and {nic}"
+    if any(b.capabilities_denied for b in [common, *below]):
+        return "switch", [("unjudged", f"{pair} meet at {common.address}, whose capabilities "
+                           "lspci could not read (ran without root?)", None)]  # fmt: skip
+    if common.port_type is None:
+        return "switch", [("unjudged", f"{pair} meet at {common.address}, of unknown port "
+                           "type (no Express capability printed)", None)]  # fmt: skip
+    return "switch", [("fail", f"ACS redirect (ReqRedir/CmpltRedir) on {b.address} "
+                       f"({b.port_type or 'bridge'}) between {pair}: their P2P traffic goes "
+                       "through the root complex",
+                       f"disable ACS on {b.address} (setpci, or the BIOS option), as NCCL's "
+                       "guide says") for b in below if b.acs_redirects]  # fmt: skip
+
+
+def pcie_acs_checks(judge: Judge, host: HostEvidence) -> None:
+    """ACS on the PCIe switch between a GPU and an RDMA NIC: with ReqRedir or CmpltRedir on, the
+    switch sends their peer-to-peer traffic (GPUDirect RDMA) up to the root complex."""
+    parsed = host.health.lspci
+    if parsed is None:
+        sysfs = host.health.pci.latest
+        listed_in_sysfs = sysfs.record.devices if sysfs else []
+        if any(d.is_gpu for d in listed_in_sysfs) and any(d.is_rdma_nic for d in listed_in_sysfs):
+            _missing(judge, host, "health.pcie.acs", "PCI tree (lspci -vvv)", "health-lspci")
+        return
+    devices = parsed.record.devices
+    gpus = [d for d in devices if d.is_gpu]
+    nics = [d for d in devices if d.is_rdma_nic]
+    if not gpus or not nics:
+        return
+    bridges = [d for d in devices if d.secondary_bus is not None]
+    problems: list[Problem] = []
+    meetings: Counter[str] = Counter()
+    if not bridges:
+        problems.append(("unjudged", "lspci printed no bridge bus range: where the GPUs and NICs "
+                         "sit in the PCI tree is unknown", None))  # fmt: skip
+    else:
+        for gpu in gpus:
+            for nic in nics:
+                meeting, found = _pair_problems(
+                    host.health.gpu_name(gpu.address), f"NIC {nic.address}",
+                    _bridges_above(gpu, bridges), _bridges_above(nic, bridges))  # fmt: skip
+                meetings[meeting] += 1
+                problems += found
+    _add(judge, host, "health.pcie.acs", problems,
+         f"{meetings['switch']} GPU-NIC pair(s) under a PCIe switch with no ACS redirect on the "
+         f"path; {meetings['root complex']} meet only at the root complex, where ACS does not "
+         "change their path", parsed.source(), reference=PCI_ACS_SOURCE)  # fmt: skip
+
+
 # --------------------------------------------------------------------- NVLink fabric
 
 
@@ -623,6 +716,62 @@ def nvlink_fabric_checks(judge: Judge, host: HostEvidence) -> None:
             "the NVSwitch fabric (fabric manager: Completed, Success)",
             parsed.source(),
         )
+
+
+def _nvlink_counts(run: NvlinkErrorsRun) -> dict[tuple[str, int, str], int | None]:
+    return {(f"GPU{gpu.index}", link.link, name): value for gpu in run.gpus
+            for link in gpu.links for name, value in link.counters.items()}  # fmt: skip
+
+
+def _nvlink_kind(name: str) -> str | None:
+    return next((kind for kind in NVLINK_ERRORS if kind in name.lower()), None)
+
+
+def nvlink_error_checks(judge: Judge, host: HostEvidence) -> None:
+    """`nvidia-smi nvlink -e` before and after the benchmarks: a replay, recovery or CRC counter
+    that grew is a link that corrupted traffic during the run."""
+    captures = host.health.nvlink_errors
+    parsed = captures.latest
+    if parsed is None:
+        _missing(judge, host, "health.nvlink.errors", "NVLink error counters (nvidia-smi "
+                 "nvlink -e)", "health-nvlink-errors")  # fmt: skip
+        return
+    if not parsed.record.gpus:
+        judge.add(Check(
+            check_id="health.nvlink.errors", host=host.name, category="health",
+            status="unjudged", source=parsed.source(), reference=NVLINK_COUNTER_SOURCE,
+            reason="nvidia-smi nvlink -e listed no NVLink (it prints nothing where no GPU has "
+            "NVLink peers): no error counter to judge",
+        ))  # fmt: skip
+        return
+    paired = captures.before is not None and captures.after is not None
+    first = _nvlink_counts(captures.before.record) if captures.before and paired else {}
+    problems: list[Problem] = []
+    judged = 0
+    for (gpu, link, name), value in _nvlink_counts(parsed.record).items():
+        kind = _nvlink_kind(name)
+        if kind is None or value is None:
+            continue
+        judged += 1
+        start = first.get((gpu, link, name))
+        action = NVLINK_ERRORS[kind].format(gpu=gpu)
+        if start is not None and value > start:
+            problems.append(("fail", f"{gpu} link {link} {name} {start} -> {value} during the run",
+                             action))  # fmt: skip
+        elif start is not None and value < start:
+            problems.append(("unjudged", f"{gpu} link {link} {name} fell {start} -> {value}: "
+                             "the counters were reset during the run", None))  # fmt: skip
+        elif start is None and value:
+            problems.append(("warn", f"{gpu} link {link} {name} {value} since the counters were "
+                             "cleared (no capture before the run to compare)", action))  # fmt: skip
+    if not judged:
+        problems.append(("unjudged", "no replay, recovery or CRC counter with a value (N/A or "
+                         "other names only)", None))  # fmt: skip
+    links = len({(gpu, link) for gpu, link, _ in _nvlink_counts(parsed.record)})
+    _add(judge, host, "health.nvlink.errors", problems,
+         f"{links} NVLink(s), {judged} replay/recovery/CRC counter(s): none grew during the run"
+         if paired else f"{links} NVLink(s), {judged} replay/recovery/CRC counter(s), all zero "
+         "(one capture only)", parsed.source(), reference=NVLINK_COUNTER_SOURCE)  # fmt: skip
 
 
 # --------------------------------------------------------------------- InfiniBand / RoCE
@@ -716,6 +865,7 @@ def version_consistency_checks(judge: Judge) -> None:
     firmware: dict[str, str] = {}
     vbios: dict[str, str] = {}
     kernel: dict[str, str] = {}
+    ofed: dict[str, str] = {}
     for host in hosts:
         if ib := host.health.infiniband.latest:
             versions = sorted({d.fw_ver for d in ib.record.devices if d.fw_ver})
@@ -729,10 +879,13 @@ def version_consistency_checks(judge: Judge) -> None:
         for os in runs_of(host.files, SoftwareVersionRun):
             if os.record.component == "os" and "kernel" in os.record.details:
                 kernel[host.name] = os.record.details["kernel"]
+            elif os.record.component == "ofed" and os.record.version:
+                ofed[host.name] = f"{os.record.implementation}-{os.record.version}"
     for key, label, values in (
         ("health.network.firmware", "NIC firmware", firmware),
         ("health.software.vbios", "VBIOS", vbios),
         ("health.software.kernel", "kernel", kernel),
+        ("health.network.ofed", "OFED (ofed_info -s)", ofed),
     ):
         mixed_values_checks(judge, key, "health", label, values)
     for name, value in sorted(vbios.items()):
@@ -893,7 +1046,9 @@ def health_checks(judge: Judge) -> None:
         memory_checks(judge, host)
         clock_checks(judge, host)
         pcie_health_checks(judge, host)
+        pcie_acs_checks(judge, host)
         nvlink_fabric_checks(judge, host)
+        nvlink_error_checks(judge, host)
         ib_counter_checks(judge, host)
         peermem_checks(judge, host)
         burn_checks(judge, host)

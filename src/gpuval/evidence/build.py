@@ -29,6 +29,8 @@ from gpuval.records.health import (
     GemmBurnRun,
     KernelLogRun,
     KernelModulesRun,
+    LspciRun,
+    NvlinkErrorsRun,
     SysfsInfinibandRun,
     SysfsPciRun,
 )
@@ -321,6 +323,8 @@ def _host_health(files: list[RawFile]) -> HostHealth:
         smi=BeforeAfter(_with_health(smi.before), _with_health(smi.after)),
         infiniband=_before_after(files, SysfsInfinibandRun),
         pci=_before_after(files, SysfsPciRun),
+        nvlink_errors=_before_after(files, NvlinkErrorsRun),
+        lspci=next(runs_of(files, LspciRun), None),
         modules=next(runs_of(files, KernelModulesRun), None),
         dcgm=list(runs_of(files, DcgmDiagRun)),
         burn=list(runs_of(files, GemmBurnRun)),

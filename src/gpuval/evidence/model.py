@@ -18,6 +18,8 @@ from gpuval.records.health import (
     GemmBurnRun,
     KernelLogRun,
     KernelModulesRun,
+    LspciRun,
+    NvlinkErrorsRun,
     SysfsInfinibandRun,
     SysfsPciRun,
 )
@@ -171,6 +173,8 @@ class HostHealth:
     smi: BeforeAfter[NvidiaSmiRun] = field(default_factory=BeforeAfter)  # -q / -q -x forms
     infiniband: BeforeAfter[SysfsInfinibandRun] = field(default_factory=BeforeAfter)
     pci: BeforeAfter[SysfsPciRun] = field(default_factory=BeforeAfter)
+    nvlink_errors: BeforeAfter[NvlinkErrorsRun] = field(default_factory=BeforeAfter)
+    lspci: Parsed[LspciRun] | None = None  # before the benchmarks only
     modules: Parsed[KernelModulesRun] | None = None
     dcgm: list[Parsed[DcgmDiagRun]] = field(default_factory=list)
     burn: list[Parsed[GemmBurnRun]] = field(default_factory=list)

@@ -22,6 +22,7 @@ PARSER_MODULES = (
     "p2p_bandwidth",
     "nvidia_smi_topo",
     "nvidia_smi",
+    "nvidia_smi_nvlink_errors",
     "amd_topology",
     "all_reduce_bench",
     "nvbandwidth",
@@ -33,6 +34,7 @@ PARSER_MODULES = (
     "kernel_log",
     "sysfs_infiniband",
     "sysfs_pci",
+    "lspci",
     "kernel_modules",
     "dcgm_diag",
 )

@@ -1,5 +1,7 @@
 """Version probes the preflight role runs: `nvcc --version`, `mpirun --version`, the NCCL probe
-(roles/preflight/templates/nccl-version.sh.j2) and `uname -a; cat /etc/os-release`.
+(roles/preflight/templates/nccl-version.sh.j2) and `uname -a; cat /etc/os-release`; and the
+health role's `ofed_info -s` (the RDMA driver stack: `MLNX_OFED_LINUX-5.8-1.0.1.1:`, or with
+DOCA-Host `OFED-internal-24.10-1.1.4:`).
 
 They feed provenance and the cross-host consistency checks (mixed MPI or NCCL versions across
 hosts break mpirun jobs), so a version that cannot be read is an error naming the line.
@@ -14,7 +16,7 @@ from gpuval.parsers.text import Line, iter_lines
 from gpuval.records.base import ParseResult
 from gpuval.records.software import SoftwareVersionRun
 
-TOOLS = ("nvcc-version", "mpirun-version", "nccl-version", "os-release")
+TOOLS = ("nvcc-version", "mpirun-version", "nccl-version", "os-release", "ofed-info")
 
 # nvcc: "Cuda compilation tools, release 13.0, V13.0.88"
 _NVCC = re.compile(r"Cuda compilation tools, release (?P<release>[\d.]+), V(?P<version>[\d.]+)")
@@ -27,6 +29,10 @@ _INTEL_MPI = re.compile(r"Intel\(R\) MPI Library.*?Version (?P<version>[\w.]+)")
 # The NCCL probe: header defines, then library file names, then a Python wheel's folder.
 _NCCL_DEFINE = re.compile(r"^#define NCCL_(?P<key>MAJOR|MINOR|PATCH|SUFFIX)\s+(?P<value>\S+)")
 _NCCL_LIBRARY = re.compile(r"^library: (?P<path>\S+) -> (?P<target>\S*libnccl\.so\.(?P<v>[\d.]+))")
+# ofed_info -s: the package name, a dash, the version, a colon.
+_OFED = re.compile(
+    r"^(?P<package>MLNX_OFED_LINUX|OFED-internal|OFED)-(?P<version>\d[\w.-]*?):?\s*$"
+)
 _OS_FIELD = re.compile(r'^(?P<key>[A-Z_]+)=(?P<value>"[^"]*"|\S*)\s*$')
 
 
@@ -40,6 +46,8 @@ def detect(text: str) -> tuple[str, int] | None:
         "HYDRA build details" in head or "Intel(R) MPI Library" in head
     ):
         return ("mpirun-version", 40)  # low: these strings can appear inside benchmark logs
+    if re.match(r"\s*(?:MLNX_OFED_LINUX|OFED-internal)-\d", head):
+        return ("ofed-info", 80)
     if "PRETTY_NAME=" in head and "VERSION_ID=" in head:
         return ("os-release", 30)
     return None
@@ -120,11 +128,19 @@ def _os_release(lines: list[Line], result: ParseResult) -> SoftwareVersionRun | 
     return SoftwareVersionRun("os", fields.get("VERSION_ID"), fields.get("NAME"), details)
 
 
+def _ofed(lines: list[Line], result: ParseResult) -> SoftwareVersionRun | None:
+    for line in lines:
+        if match := _OFED.match(line.text.strip()):
+            return SoftwareVersionRun("ofed", match["version"], match["package"])
+    return None
+
+
 _READERS: dict[str, Callable[[list[Line], ParseResult], SoftwareVersionRun | None]] = {
     "nvcc-version": _nvcc,
     "mpirun-version": _mpirun,
     "nccl-version": _nccl,
     "os-release": _os_release,
+    "ofed-info": _ofed,
 }
 
 

@@ -1,7 +1,8 @@
 """Node health outputs: the kernel log's Xid/SXid events, the RDMA adapters' sysfs counters, PCIe
-links and AER counters from sysfs, the loaded kernel modules, DCGM diagnostics and the GEMM burn
-(schemas: run-kernel-log, run-sysfs-infiniband, run-sysfs-pci, run-kernel-modules,
-run-dcgmi-diag, run-gpuval-gemm-burn)."""
+links and AER counters from sysfs, the PCI tree and its ACS settings (lspci -vvv), the loaded
+kernel modules, NVLink error counters, DCGM diagnostics and the GEMM burn (schemas:
+run-kernel-log, run-sysfs-infiniband, run-sysfs-pci, run-lspci, run-kernel-modules,
+run-nvidia-smi-nvlink-errors, run-dcgmi-diag, run-gpuval-gemm-burn)."""
 
 from __future__ import annotations
 
@@ -96,6 +97,70 @@ class SysfsPciRun:
 
 
 @dataclass
+class LspciDevice:
+    """One device block of `lspci -vvv`: where it sits in the PCI tree, its link, and whether
+    ACS sends its peer-to-peer traffic up to the root complex."""
+
+    address: str  # "0000:02:08.0"; domain 0000 where lspci printed none
+    class_name: str  # "PCI bridge", as printed
+    class_code: str | None = None  # "0604": from -nn, else from a known class name
+    vendor: str | None = None  # "10de": from -nn, else from a known vendor name
+    device: str | None = None  # "20b0": from -nn only
+    description: str = ""  # the rest of the header line
+    # The Express capability's port type: "Root Port", "Upstream Port", "Downstream Port",
+    # "Endpoint", ... as printed; None where that capability was not printed.
+    port_type: str | None = None
+    primary_bus: int | None = None  # a bridge's `Bus: primary=00, secondary=01, subordinate=05`
+    secondary_bus: int | None = None
+    subordinate_bus: int | None = None
+    acs_capability: dict[str, bool] | None = None  # ACSCap: {"ReqRedir": True, ...}
+    acs_control: dict[str, bool] | None = None  # ACSCtl: what is enabled
+    capabilities_denied: bool = False  # `Capabilities: <access denied>`: lspci ran without root
+    link_capable_speed_gts: float | None = None  # LnkCap
+    link_capable_width: int | None = None
+    link_speed_gts: float | None = None  # LnkSta
+    link_width: int | None = None
+    line: int | None = None
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.vendor == "10de" and self.class_code in ("0300", "0302")
+
+    @property
+    def is_rdma_nic(self) -> bool:
+        """An InfiniBand controller, or a Mellanox/NVIDIA networking Ethernet controller."""
+        return self.class_code == "0207" or (self.vendor == "15b3" and self.class_code == "0200")
+
+    @property
+    def is_root_port(self) -> bool:
+        return self.port_type == "Root Port"
+
+    @property
+    def acs_redirects(self) -> bool:
+        """ACS sends requests or completions between peers up to the root complex."""
+        control = self.acs_control or {}
+        return control.get("ReqRedir", False) or control.get("CmpltRedir", False)
+
+    def bridges_bus(self, bus: int) -> bool:
+        """Whether `bus` lies behind this bridge."""
+        return (self.secondary_bus is not None and self.subordinate_bus is not None
+                and self.secondary_bus <= bus <= self.subordinate_bus)  # fmt: skip
+
+    @property
+    def bus(self) -> int:
+        return int(self.address.split(":")[1], 16)
+
+    @property
+    def domain(self) -> str:
+        return self.address.split(":")[0]
+
+
+@dataclass
+class LspciRun:
+    devices: list[LspciDevice] = field(default_factory=list)
+
+
+@dataclass
 class KernelModulesRun:
     """`/proc/modules` or `lsmod`: the loaded modules, by name."""
 
@@ -165,3 +230,30 @@ class GemmBurnRun:
     sampler: str | None = None  # "nvml", "nvidia-smi" or None (not sampled)
     gpus: list[BurnGpu] = field(default_factory=list)
     error: str | None = None  # the run as a whole failed (no GPU, torch without CUDA...)
+
+
+@dataclass
+class NvlinkLinkCounters:
+    """One NVLink's error counters, by name as printed ("Replay Errors", "CRC Errors", "Data CRC
+    Errors", "Lane 0 CRC Errors", ...); None where the driver printed N/A."""
+
+    link: int
+    counters: dict[str, int | None] = field(default_factory=dict)
+    line: int | None = None  # first line naming the link
+
+
+@dataclass
+class NvlinkGpuErrors:
+    index: int
+    name: str
+    uuid: str | None = None
+    links: list[NvlinkLinkCounters] = field(default_factory=list)
+    line: int | None = None
+
+
+@dataclass
+class NvlinkErrorsRun:
+    """`nvidia-smi nvlink -e`: per GPU, each link's error counters. No GPU at all: nvidia-smi
+    printed nothing, which it does where no GPU has an NVLink."""
+
+    gpus: list[NvlinkGpuErrors] = field(default_factory=list)
