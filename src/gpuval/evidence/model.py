@@ -241,6 +241,15 @@ class HostEvidence:
         infiniband = [p for p in self.ib_ports if (p.link_layer or "").lower() == "infiniband"]
         return infiniband or list(self.ib_ports)
 
+    def rail_hcas(self) -> list[str]:
+        """The HCAs in rail order, as bench_pairs numbers them: the declared gpuval_ib_hcas in
+        their order, else the RDMA ports' devices in natural order (mlx5_2 before mlx5_10)."""
+        if self.declared.ib_hcas:
+            return list(self.declared.ib_hcas)
+        from gpuval.schedule import natural_key
+
+        return sorted({p.device for p in self.rdma_ports()}, key=natural_key)
+
     def active_rails(self) -> list[Port]:
         return [
             Port(p.rate_gbit, p.link_layer, p.name)
