@@ -112,8 +112,9 @@ PREFLIGHT_PROBES = (
     # The script is filled in by the controller (it names the headers to read).
     Probe("nccl-version", "", "nccl-version", facts=True),
     Probe("mpirun-version", ("mpirun", "--version"), "mpirun-version", facts=True),
-    Probe("ibstat", ("ibstat",), "ibstat"),
-    Probe("ibv_devinfo", ("ibv_devinfo", "-v"), "ibv_devinfo"),
+    # Read back for preflight_rdma_hcas, the HCAs bench_pairs measures rail by rail.
+    Probe("ibstat", ("ibstat",), "ibstat", facts=True),
+    Probe("ibv_devinfo", ("ibv_devinfo", "-v"), "ibv_devinfo", facts=True),
     Probe("ip-addr", ("ip", "-j", "addr"), "context", "json"),
     # Each interface's line rate: the reference of the TCP pair tests (every node has sysfs,
     # not every node ethtool). grep exits 2 for interfaces without a speed file (lo, bridges).

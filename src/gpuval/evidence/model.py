@@ -6,6 +6,7 @@ network that the preflight outputs show, and every benchmark run with the raw fi
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -198,6 +199,17 @@ def pci_key(address: str | None) -> str | None:
         return None
 
 
+def rail_order(ports: Iterable[tuple[str, str | None]]) -> list[str]:
+    """HCAs in rail order when none are declared, from (device, link layer) of each port: the
+    devices with an InfiniBand port, else (RoCE nodes) every device, in natural order (mlx5_2
+    before mlx5_10). preflight's preflight_rdma_hcas and the judge both number rails so."""
+    from gpuval.schedule import natural_key
+
+    listed = list(ports)
+    infiniband = {d for d, layer in listed if (layer or "").lower() == "infiniband"}
+    return sorted(infiniband or {d for d, _ in listed}, key=natural_key)
+
+
 @dataclass
 class HostEvidence:
     """Everything judged about one host."""
@@ -243,12 +255,10 @@ class HostEvidence:
 
     def rail_hcas(self) -> list[str]:
         """The HCAs in rail order, as bench_pairs numbers them: the declared gpuval_ib_hcas in
-        their order, else the RDMA ports' devices in natural order (mlx5_2 before mlx5_10)."""
+        their order, else rail_order of the ports found."""
         if self.declared.ib_hcas:
             return list(self.declared.ib_hcas)
-        from gpuval.schedule import natural_key
-
-        return sorted({p.device for p in self.rdma_ports()}, key=natural_key)
+        return rail_order((p.device, p.link_layer) for p in self.ib_ports)
 
     def active_rails(self) -> list[Port]:
         return [
