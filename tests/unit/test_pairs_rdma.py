@@ -6,14 +6,15 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from gpuval.checks.model import Check
-from gpuval.checks.pairs import analyse_pairs
+from gpuval.checks.pairs import analyse_pairs, read_tries
 from gpuval.parsers import perftest
 from gpuval.runfolder import RawFile, Sidecar
 from gpuval.schedule import circle_rounds
-from gpuval.steps import RdmaLane, pair_step_name
+from gpuval.steps import RdmaLane, RunPlan, expected_steps, pair_step_name
 
 HOSTS = ["n1", "n2", "n3", "n4"]
 RAILS = 2
+LANES = [RdmaLane(rail, memory) for rail in range(RAILS) for memory in ("host", "cuda")]
 
 
 def output(gbit: float) -> str:
@@ -34,12 +35,11 @@ def rdma_file(a: str, b: str, lane: RdmaLane, gbit: float | None, round_number: 
 
 
 def cluster(rate: Callable[[str, str, RdmaLane], float | None]) -> list[RawFile]:
-    lanes = [RdmaLane(rail, memory) for rail in range(RAILS) for memory in ("host", "cuda")]
     return [
         rdma_file(a, b, lane, rate(a, b, lane), number)
         for number, pairs in enumerate(circle_rounds(HOSTS), start=1)
         for a, b in pairs
-        for lane in lanes
+        for lane in LANES
     ]
 
 
@@ -89,3 +89,27 @@ def test_gpudirect_far_below_host_memory_points_at_peermem_and_acs() -> None:
     (cuda,) = [v for v in verdicts if (v.a, v.b) == ("n1", "n2") and v.value == 120.0]
     assert cuda.status == "fail"
     assert "nvidia_peermem" in cuda.reason and "ACS" in cuda.reason
+
+
+def test_planned_rails_that_left_no_file_fail_closed() -> None:
+    """run.json lists iperf3's pairs, not the rails: a lane missing beside its pair's other lanes,
+    and a pair of the rounds with no rdma file at all, are both failed tries."""
+    files = [
+        f
+        for f in cluster(lambda a, b, lane: 370.0)
+        if f.step != pair_step_name("rdma", 1, "n1", "n4", 1, RdmaLane(1, "cuda"))
+        and not f.step.endswith("-n2--n3-try1")
+    ]
+    expected = expected_steps(HOSTS, RunPlan(), phases=["pairs"])
+    tries = read_tries(files, expected)
+    left_out = [t for t in tries if t.kind == "rdma" and t.outcome == "failed"]
+    assert sorted((t.a, t.b, t.lane, t.path) for t in left_out) == [
+        ("n1", "n4", RdmaLane(1, "cuda"), "raw/n1"),
+        *[("n2", "n3", lane, "run.json") for lane in sorted(LANES)],
+    ]
+    assert all(t.reason.startswith("planned (rdma rail and memory") for t in left_out)
+
+
+def test_without_any_rdma_file_no_rail_is_owed() -> None:
+    expected = expected_steps(HOSTS, RunPlan(), phases=["pairs"])
+    assert [t for t in read_tries([], expected) if t.kind == "rdma"] == []

@@ -258,7 +258,33 @@ def read_tries(files: Iterable[RawFile], expected: Mapping[str, Sequence[str]] |
             if step and (host, name) not in present:
                 why = "expected (run.json) but left no output and no sidecar"
                 tries.append(_try(step, host, "run.json", ("failed", None, why)))
+    tries += _rdma_lanes_left_out(tries, expected or {})
     return sorted(tries, key=_sort_key)
+
+
+def _rdma_lanes_left_out(tries: Sequence[Try], expected: Mapping[str, Sequence[str]]) -> list[Try]:
+    """run.json cannot list the rdma steps (the rails are known only after preflight), so when
+    the kind ran at all, every rail and memory it ran with is owed by every try of a pair that
+    measured any of them, and by try 1 of every pair run.json expects (gpuval_pairs plans the
+    rdma kind into each pair of a round): a lane left without a file fails closed."""
+    lanes = {t.lane for t in tries if t.kind == "rdma" and t.lane}
+    if not lanes:
+        return []
+    owed: dict[tuple[str, int, str, str, int], str] = {
+        (t.host, t.round, t.a, t.b, t.attempt): f"raw/{t.host}" for t in tries if t.kind == "rdma"
+    }
+    for host, names in expected.items():
+        for step in filter(None, map(pair_step, names)):
+            if step.src == host and step.attempt == 1:
+                owed.setdefault((host, step.round, host, step.dst, 1), "run.json")
+    done = {(t.host, t.round, t.a, t.b, t.attempt, t.lane) for t in tries if t.kind == "rdma"}
+    why = "planned (rdma rail and memory of a pair that ran) but left no output and no sidecar"
+    return [
+        _try(PairStep("rdma", r, a, b, attempt, lane), host, path, ("failed", None, why))
+        for (host, r, a, b, attempt), path in owed.items()
+        for lane in sorted(lanes)
+        if (host, r, a, b, attempt, lane) not in done
+    ]
 
 
 # ------------------------------------------------------------------ judging
