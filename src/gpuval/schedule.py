@@ -35,7 +35,7 @@ import json
 import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Literal, TypedDict
 
 from gpuval import steps
@@ -201,7 +201,8 @@ def staged_plan(
 class Entry(TypedDict):
     """One pair to run in a round: its tries (kind -> try number), the steps they write on the
     pair's first host (kind -> step names; iperf3 has both directions) and on its second host
-    (`peers`: the iperf3 servers' and the all-reduce's second node's outputs)."""
+    (`peers`: the iperf3 servers' and the all-reduce's second node's outputs); `lanes`: the rail
+    and memory of each of steps["rdma"], in its order (empty without an rdma try)."""
 
     round: int
     a: str
@@ -209,6 +210,7 @@ class Entry(TypedDict):
     tries: dict[str, int]
     steps: dict[str, list[str]]
     peers: dict[str, list[str]]
+    lanes: list[dict[str, int | str]]
 
 
 class LatestTry(TypedDict):
@@ -245,6 +247,7 @@ def entry(
             for kind, found in names.items()
             if kind in steps.PEER_KINDS
         },
+        "lanes": [asdict(lane) for lane in lanes] if "rdma" in tries else [],
     }
 
 
