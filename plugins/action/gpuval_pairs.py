@@ -60,6 +60,14 @@ options:
   all_nodes_host:
     description: Host holding the all-nodes test (default the first host).
     type: str
+  rdma_rails:
+    description: Rails of the rdma kind (HCAs every node has; the i-th HCA of each node is rail i).
+    type: int
+    default: 0
+  rdma_gpudirect:
+    description: Measure each rail with GPU memory (--use_cuda) too.
+    type: bool
+    default: false
 """
 
 ARGUMENT_SPEC: dict[str, Any] = {
@@ -75,7 +83,7 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "kinds": {
         "type": "list",
         "elements": "str",
-        "choices": ["iperf3", "allreduce", "nccl"],
+        "choices": ["iperf3", "allreduce", "nccl", "rdma"],
         "default": ["iperf3"],
     },
     "rounds": {"type": "list", "elements": "int"},
@@ -84,6 +92,8 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "parallel": {"type": "bool", "default": True},
     "partners": {"type": "int", "default": 1},
     "all_nodes_host": {"type": "str"},
+    "rdma_rails": {"type": "int", "default": 0},
+    "rdma_gpudirect": {"type": "bool", "default": False},
 }
 
 
@@ -93,6 +103,7 @@ class ActionModule(ActionBase):
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         from gpuval import schedule
         from gpuval.plugin_api import judge_pairs
+        from gpuval.steps import rdma_lanes
 
         result: dict[str, Any] = super().run(tmp, task_vars)
         _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
@@ -101,6 +112,7 @@ class ActionModule(ActionBase):
         run_dir = Path(args["run_dir"])
         hosts, kinds = args["hosts"], args["kinds"]
         active = set(args["active_hosts"] if args["active_hosts"] is not None else hosts)
+        lanes = rdma_lanes(args["rdma_rails"], args["rdma_gpudirect"])
         if not run_dir.is_dir():
             if not self._task.check_mode:
                 return {**result, "failed": True, "msg": f"run folder {run_dir} does not exist"}
@@ -140,11 +152,12 @@ class ActionModule(ActionBase):
                     progress.all_nodes and progress.all_nodes["status"] == "pass"
                 ),
                 partners=args["partners"],
+                lanes=lanes,
             )
         except ValueError as problem:  # a host list the schedule refuses (duplicates, '--')
             return {**result, "failed": True, "msg": str(problem)}
         retries = schedule.pack_rounds(
-            schedule.retry_entries(progress.latest, args["max_tries"], active)
+            schedule.retry_entries(progress.latest, args["max_tries"], active, lanes)
         )
         next_stage = asdict(planned)
         next_stage["rounds"] = schedule.one_pair_per_round(planned.rounds, args["parallel"])

@@ -270,6 +270,25 @@ def _gpus(csv_text: str) -> list[Any]:
     return [gpu for run in (result.runs if result else []) for gpu in getattr(run, "gpus", [])]
 
 
+def _rdma_hcas(ibstat: str, ibv_devinfo: str) -> list[str]:
+    """The node's HCAs in rail order (gpuval.evidence.model.rail_order), from ibstat, else
+    ibv_devinfo (the same adapters)."""
+    from gpuval.evidence.model import rail_order
+    from gpuval.parsers import parse_text
+
+    for text, tool in ((ibstat, "ibstat"), (ibv_devinfo, "ibv_devinfo")):
+        result = parse_text(text, tool=tool) if text.strip() else None
+        ports = [
+            (device.name, port.link_layer)
+            for run in (result.runs if result else [])
+            for device in getattr(run, "devices", [])
+            for port in device.ports
+        ]
+        if ports:
+            return rail_order(ports)
+    return []
+
+
 def _smi_failure(result: Mapping[str, Any], output: str, timeout_s: float) -> str | None:
     """Why nvidia-smi's query failed, in one line; None when it ran fine or was skipped."""
     if result.get("skipped_reason") or result.get("rc") == 0:
@@ -319,6 +338,7 @@ def preflight_facts(results: Sequence[Mapping[str, Any]], timeout_s: float) -> d
         "preflight_mpi_version": f"{implementation} {mpi}" if implementation and mpi else mpi,
         "preflight_smi_error": smi_error,
         "preflight_pci_gpu_count": pci_gpus,
+        "preflight_rdma_hcas": _rdma_hcas(output("ibstat"), output("ibv_devinfo")),
     }
 
 

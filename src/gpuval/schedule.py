@@ -35,7 +35,7 @@ import json
 import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Literal, TypedDict
 
 from gpuval import steps
@@ -201,7 +201,8 @@ def staged_plan(
 class Entry(TypedDict):
     """One pair to run in a round: its tries (kind -> try number), the steps they write on the
     pair's first host (kind -> step names; iperf3 has both directions) and on its second host
-    (`peers`: the iperf3 servers' and the all-reduce's second node's outputs)."""
+    (`peers`: the iperf3 servers' and the all-reduce's second node's outputs); `lanes`: the rail
+    and memory of each of steps["rdma"], in its order (empty without an rdma try)."""
 
     round: int
     a: str
@@ -209,6 +210,7 @@ class Entry(TypedDict):
     tries: dict[str, int]
     steps: dict[str, list[str]]
     peers: dict[str, list[str]]
+    lanes: list[dict[str, int | str]]
 
 
 class LatestTry(TypedDict):
@@ -222,9 +224,16 @@ class LatestTry(TypedDict):
     status: str
 
 
-def entry(round_number: int, a: str, b: str, tries: Mapping[str, int]) -> Entry:
+def entry(
+    round_number: int,
+    a: str,
+    b: str,
+    tries: Mapping[str, int],
+    lanes: Sequence[steps.RdmaLane] = (),
+) -> Entry:
+    """`lanes`: the rdma kind's rails and memories (steps.rdma_lanes)."""
     names = {
-        kind: steps.pair_entry_steps(kind, round_number, a, b, attempt)
+        kind: steps.pair_entry_steps(kind, round_number, a, b, attempt, lanes)
         for kind, attempt in tries.items()
     }
     return {
@@ -238,6 +247,7 @@ def entry(round_number: int, a: str, b: str, tries: Mapping[str, int]) -> Entry:
             for kind, found in names.items()
             if kind in steps.PEER_KINDS
         },
+        "lanes": [asdict(lane) for lane in lanes] if "rdma" in tries else [],
     }
 
 
@@ -262,7 +272,12 @@ def one_pair_per_round(rounds: list[list[Entry]], parallel: bool) -> list[list[E
     return rounds if parallel else [[item] for items in rounds for item in items]
 
 
-def retry_entries(latest: Sequence[LatestTry], max_tries: int, active: set[str]) -> list[Entry]:
+def retry_entries(
+    latest: Sequence[LatestTry],
+    max_tries: int,
+    active: set[str],
+    lanes: Sequence[steps.RdmaLane] = (),
+) -> list[Entry]:
     """Pairs whose latest try failed or was low, with tries left and both hosts still there.
     Wrong results are not re-run: a later try cannot repair corrupted data."""
     wanted: dict[tuple[int, str, str], dict[str, int]] = {}
@@ -273,16 +288,20 @@ def retry_entries(latest: Sequence[LatestTry], max_tries: int, active: set[str])
             continue
         tries = wanted.setdefault((t["round"], t["a"], t["b"]), {})
         tries[t["kind"]] = max(tries.get(t["kind"], 0), t["attempt"] + 1)
-    return [entry(r, a, b, tries) for (r, a, b), tries in wanted.items()]
+    return [entry(r, a, b, tries, lanes) for (r, a, b), tries in wanted.items()]
 
 
 def schedule_entries(
-    rounds: Sequence[Sequence[Pair]], first_round: int, kinds: Sequence[str], active: set[str]
+    rounds: Sequence[Sequence[Pair]],
+    first_round: int,
+    kinds: Sequence[str],
+    active: set[str],
+    lanes: Sequence[steps.RdmaLane] = (),
 ) -> list[list[Entry]]:
     """A schedule's rounds as entries with try 1 of every kind; pairs with a host gone are
     dropped (their first tries stay missing, which fails them closed)."""
     return [
-        [entry(number, a, b, dict.fromkeys(kinds, 1)) for a, b in pairs if {a, b} <= active]
+        [entry(number, a, b, dict.fromkeys(kinds, 1), lanes) for a, b in pairs if {a, b} <= active]
         for number, pairs in enumerate(rounds, start=first_round)
     ]
 
@@ -320,6 +339,7 @@ def next_stage(
     used_rounds: int = 0,
     all_nodes_passed: bool = False,
     partners: int = 1,
+    lanes: Sequence[steps.RdmaLane] = (),
 ) -> NextStage:
     """The stage after `stage`: start -> all pairs (all-pairs mode) or the all-nodes test
     (staged); all-nodes -> done or screening; screen -> confirmation; pairs -> done. Round
@@ -327,7 +347,9 @@ def next_stage(
     if stage == "start":
         if mode == "staged":
             return NextStage("all-nodes")
-        return NextStage("all-pairs", schedule_entries(circle_rounds(hosts), 1, kinds, active))
+        return NextStage(
+            "all-pairs", schedule_entries(circle_rounds(hosts), 1, kinds, active, lanes)
+        )
     if stage == "all-nodes":
         plan = staged_plan(hosts, all_nodes_passed)
     elif stage == "screen":
@@ -336,7 +358,7 @@ def next_stage(
         return NextStage("done")
     return NextStage(
         plan.mode,
-        schedule_entries(plan.rounds, used_rounds + 1, kinds, active),
+        schedule_entries(plan.rounds, used_rounds + 1, kinds, active, lanes),
         plan.suspects,
         [h for h in plan.known_good if h in active],
     )

@@ -14,6 +14,9 @@ back with `pair_step` and `failed_phase`. Shapes:
     mpi-preflight                         mpirun across all nodes, on the first node
     allnodes-allreduce                    staged mode's all-nodes test, on the first node
     pair-<kind>-r<round>-<a>--<b>-try<k>  pair tests (kind iperf3 | allreduce | nccl)
+    pair-rdma-rail<i>-<memory>-r<round>-<a>--<b>-try<k>
+                                          ib_write_bw on rail i (the i-th HCA of both nodes),
+                                          memory host or cuda (GPUDirect)
     peer-<...>                            a pair's or all-nodes test's other side (not collected)
     failed-<phase>                        written on the controller when a node fails a phase
 
@@ -33,9 +36,11 @@ P2P = "p2pBandwidthLatencyTest"
 MPI_PREFLIGHT = "mpi-preflight"
 ALLNODES_ALLREDUCE = "allnodes-allreduce"
 INTERNODE_PREFIX = "internode-"
-PAIR_KINDS = ("iperf3", "allreduce", "nccl")
+PAIR_KINDS = ("iperf3", "allreduce", "nccl", "rdma")
 # Pair kinds with a process of their own on the second host (mpirun starts nccl's ranks itself).
-PEER_KINDS = ("iperf3", "allreduce")
+PEER_KINDS = ("iperf3", "allreduce", "rdma")
+# Where an rdma pair test's buffers live: host memory, or GPU memory (--use_cuda, GPUDirect).
+RDMA_MEMORIES = ("host", "cuda")
 PEER_PREFIX = "peer-"
 FAILED_PREFIX = "failed-"
 # Phases a node can fail in; a failure record is the step failed-<phase>.
@@ -51,7 +56,8 @@ PHASES = (
 )
 
 PAIR_STEP = re.compile(
-    r"^pair-(?P<kind>iperf3|allreduce|nccl)-r(?P<round>\d+)-(?P<a>.+?)--(?P<b>.+)-try(?P<try>\d+)$"
+    r"^pair-(?P<kind>iperf3|allreduce|nccl|rdma)(?:-rail(?P<rail>\d+)-(?P<memory>host|cuda))?"
+    r"-r(?P<round>\d+)-(?P<a>.+?)--(?P<b>.+)-try(?P<try>\d+)$"
 )
 STEP_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
 
@@ -106,8 +112,9 @@ PREFLIGHT_PROBES = (
     # The script is filled in by the controller (it names the headers to read).
     Probe("nccl-version", "", "nccl-version", facts=True),
     Probe("mpirun-version", ("mpirun", "--version"), "mpirun-version", facts=True),
-    Probe("ibstat", ("ibstat",), "ibstat"),
-    Probe("ibv_devinfo", ("ibv_devinfo", "-v"), "ibv_devinfo"),
+    # Read back for preflight_rdma_hcas, the HCAs bench_pairs measures rail by rail.
+    Probe("ibstat", ("ibstat",), "ibstat", facts=True),
+    Probe("ibv_devinfo", ("ibv_devinfo", "-v"), "ibv_devinfo", facts=True),
     Probe("ip-addr", ("ip", "-j", "addr"), "context", "json"),
     # Each interface's line rate: the reference of the TCP pair tests (every node has sysfs,
     # not every node ethtool). grep exits 2 for interfaces without a speed file (lo, bridges).
@@ -187,32 +194,63 @@ class PairStep:
     src: str  # as named: the iperf3 sender, or the pair's first host
     dst: str
     attempt: int
+    lane: RdmaLane | None = None  # rdma only
 
     @property
     def name(self) -> str:
-        return pair_step_name(self.kind, self.round, self.src, self.dst, self.attempt)
+        return pair_step_name(self.kind, self.round, self.src, self.dst, self.attempt, self.lane)
 
 
-def pair_step_name(kind: str, round_: int, src: str, dst: str, attempt: int) -> str:
-    """pair-<kind>-r<round>-<src>--<dst>-try<attempt>."""
+@dataclass(frozen=True, order=True)
+class RdmaLane:
+    """One rdma measurement of a pair: rail i (the i-th HCA of each node) and the memory."""
+
+    rail: int
+    memory: str
+
+    @property
+    def label(self) -> str:
+        return f"rail{self.rail}-{self.memory}"
+
+
+def rdma_lanes(rails: int, gpudirect: bool) -> list[RdmaLane]:
+    """Every rail with host memory, and with GPU memory too when both nodes have GPUs."""
+    memories = RDMA_MEMORIES if gpudirect else RDMA_MEMORIES[:1]
+    return [RdmaLane(rail, memory) for rail in range(rails) for memory in memories]
+
+
+def pair_step_name(
+    kind: str, round_: int, src: str, dst: str, attempt: int, lane: RdmaLane | None = None
+) -> str:
+    """pair-<kind>[-rail<i>-<memory>]-r<round>-<src>--<dst>-try<attempt>; the lane for rdma only."""
     if kind not in PAIR_KINDS:
         raise ValueError(f"unknown pair kind {kind!r}; known: {', '.join(PAIR_KINDS)}")
     if "--" in src or "--" in dst:
         raise ValueError(f"host names must not hold '--': {src!r}, {dst!r}")
-    return f"pair-{kind}-r{round_}-{src}--{dst}-try{attempt}"
+    if (kind == "rdma") != (lane is not None) or (lane and lane.memory not in RDMA_MEMORIES):
+        raise ValueError(f"a rail and memory go with the rdma kind only: {kind!r}, {lane!r}")
+    qualifier = f"-{lane.label}" if lane else ""
+    return f"pair-{kind}{qualifier}-r{round_}-{src}--{dst}-try{attempt}"
 
 
 def pair_step(name: str) -> PairStep | None:
     """The parts of a pair step's name; None for any other step."""
     match = PAIR_STEP.match(name)
-    if not match:
+    if not match or (match["kind"] == "rdma") != (match["rail"] is not None):
         return None
-    return PairStep(match["kind"], int(match["round"]), match["a"], match["b"], int(match["try"]))
+    lane = RdmaLane(int(match["rail"]), match["memory"]) if match["rail"] is not None else None
+    return PairStep(
+        match["kind"], int(match["round"]), match["a"], match["b"], int(match["try"]), lane
+    )
 
 
-def pair_entry_steps(kind: str, round_number: int, a: str, b: str, attempt: int) -> list[str]:
+def pair_entry_steps(
+    kind: str, round_number: int, a: str, b: str, attempt: int, lanes: Sequence[RdmaLane] = ()
+) -> list[str]:
     """The steps one try of a pair writes on its first host: iperf3 both directions (a->b,
-    then b->a with -R), the other kinds one step."""
+    then b->a with -R), rdma one per lane (a writes to b), the other kinds one step."""
+    if kind == "rdma":
+        return [pair_step_name(kind, round_number, a, b, attempt, lane) for lane in lanes]
     steps = [pair_step_name(kind, round_number, a, b, attempt)]
     if kind == "iperf3":
         steps.append(pair_step_name(kind, round_number, b, a, attempt))

@@ -39,6 +39,7 @@ FOLDER_TOOLS = {
     "sysfs-pci": {"sysfs-pci"},
     "kernel-modules": {"kernel-modules"},
     "dcgmi-diag": {"dcgmi-diag"},
+    "ib_write_bw": {"ib_write_bw"},
 }
 NVIDIA_SMI_PREFIXES = {
     "topo": "nvidia-smi-topo",

@@ -42,6 +42,7 @@ def test_facts_of_a_real_h100_node() -> None:
         "preflight_mpi_version": "Open MPI 4.1.4",
         "preflight_smi_error": None,
         "preflight_pci_gpu_count": 1,
+        "preflight_rdma_hcas": [],
     }
     assert plugin_api.host_problems(facts, expected_gpus=1) == []
     assert plugin_api.host_problems(facts, expected_gpus=8) == [
@@ -68,6 +69,17 @@ def test_a_node_without_gpu_has_no_problem_but_a_lost_gpu_is_one() -> None:
     assert plugin_api.preflight_facts([timed_out], 30)["preflight_smi_error"] == (
         "nvidia-smi timed out after 30 s"
     )
+
+
+def test_rdma_hcas_are_the_infiniband_adapters_else_every_roce_one_in_natural_order() -> None:
+    infiniband = REPO / "tests" / "data" / "outputs" / "infiniband"
+    roce = (infiniband / "l2fwd-nv-issue6-ibstat-2xCX6-ethernet.txt").read_text()
+    facts = plugin_api.preflight_facts([probe("ibstat", roce)], 1)
+    assert facts["preflight_rdma_hcas"] == ["mlx5_0", "mlx5_1"]
+    devinfo = (infiniband / "deepep-issue55-ibv_devinfo-infiniband-excerpt.txt").read_text()
+    facts = plugin_api.preflight_facts([probe("ibstat", ""), probe("ibv_devinfo", devinfo)], 1)
+    # The excerpt ends before mlx5_4's ports: an adapter without a port is no rail.
+    assert facts["preflight_rdma_hcas"] == ["mlx5_3"]
 
 
 def test_mixed_versions_across_hosts() -> None:

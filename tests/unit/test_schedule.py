@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from gpuval import schedule
+from gpuval import schedule, steps
 from gpuval.schedule import (
     LatestTry,
     circle_rounds,
@@ -160,6 +160,17 @@ def test_an_entry_names_the_steps_of_its_tries() -> None:
         "iperf3": ["peer-iperf3-r2-a--b-try1", "peer-iperf3-r2-b--a-try1"],
         "allreduce": ["peer-allreduce-r2-a--b-try3"],
     }
+    assert planned["lanes"] == []
+
+
+def test_an_rdma_entry_gives_the_rail_and_memory_of_each_step() -> None:
+    planned = entry(1, "a", "b", {"rdma": 2}, steps.rdma_lanes(2, gpudirect=True))
+    assert planned["steps"]["rdma"][1:3] == [
+        "pair-rdma-rail0-cuda-r1-a--b-try2",
+        "pair-rdma-rail1-host-r1-a--b-try2",
+    ]
+    assert planned["lanes"][1:3] == [{"rail": 0, "memory": "cuda"}, {"rail": 1, "memory": "host"}]
+    assert planned["peers"]["rdma"][0] == "peer-rdma-rail0-host-r1-a--b-try2"
 
 
 def test_pack_rounds_never_puts_a_host_twice_in_a_round() -> None:

@@ -138,3 +138,22 @@ def test_plan_defaults_are_the_roles_defaults() -> None:
         v: (list(d) if isinstance(d, tuple) else d)
         for v, d in zip(PLAN_VARIABLES.values(), vars(RunPlan()).values(), strict=True)
     }
+
+
+def test_rdma_steps_name_the_rail_and_the_memory_and_read_back() -> None:
+    lanes = steps.rdma_lanes(2, gpudirect=True)
+    labels = ["rail0-host", "rail0-cuda", "rail1-host", "rail1-cuda"]
+    assert [lane.label for lane in lanes] == labels
+    names = steps.pair_entry_steps("rdma", 3, "node2", "node10", 1, lanes)
+    assert names[1] == "pair-rdma-rail0-cuda-r3-node2--node10-try1"
+    assert pair_step(names[3]) == steps.PairStep(
+        "rdma", 3, "node2", "node10", 1, steps.RdmaLane(1, "cuda")
+    )
+    assert [lane.label for lane in steps.rdma_lanes(1, gpudirect=False)] == ["rail0-host"]
+
+
+def test_rdma_without_a_rail_and_a_rail_on_another_kind_are_refused() -> None:
+    assert pair_step("pair-rdma-r1-a--b-try1") is None
+    assert pair_step("pair-nccl-rail0-host-r1-a--b-try1") is None
+    with pytest.raises(ValueError, match="rdma kind only"):
+        steps.pair_step_name("rdma", 1, "a", "b", 1)

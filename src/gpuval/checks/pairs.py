@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Literal
 
 import pandas as pd
@@ -45,10 +45,10 @@ from gpuval.checks.wording import band_status, number_text
 from gpuval.evidence import RunEvidence
 from gpuval.records.collective_bench import CollectiveBenchRun
 from gpuval.records.nccl import NcclRun
-from gpuval.records.network import Iperf3Run
+from gpuval.records.network import Iperf3Run, PerftestRun
 from gpuval.runfolder import RawFile
 from gpuval.schedule import natural_key, ordered_pair
-from gpuval.steps import PairStep, pair_step
+from gpuval.steps import PairStep, RdmaLane, pair_step
 
 Outcome = Literal["ok", "failed", "wrong", "skipped"]  # wrong: the results were wrong
 
@@ -60,6 +60,18 @@ class PairKind:
     unit: str
     directed: bool  # iperf3: each direction is its own measurement
     label: str
+    lane: RdmaLane | None = None  # rdma: the rail and memory judged
+
+    @property
+    def check_name(self) -> str:
+        return f"{self.name}.{self.lane.label}" if self.lane else self.name
+
+    def on(self, lane: RdmaLane | None) -> PairKind:
+        """This kind on one rdma lane (labelled with it); itself for the other kinds."""
+        if lane is None:
+            return self
+        label = f"{self.label} rail {lane.rail} ({lane.memory} memory)"
+        return replace(self, label=label, lane=lane)
 
 
 KINDS = {
@@ -70,6 +82,7 @@ KINDS = {
     "nccl": PairKind(
         "nccl", frozenset({"nccl-tests", "rccl-tests"}), "GB/s", False, "nccl-tests busbw"
     ),
+    "rdma": PairKind("rdma", frozenset({"ib_write_bw"}), "Gb/s", False, "ib_write_bw"),
 }
 
 
@@ -83,6 +96,8 @@ class PairThresholds:
     line_rate_fail_fraction: float = DEFAULTS.pair_line_rate_fail_fraction
     busbw_pass_fraction: float = DEFAULTS.busbw_pass_fraction
     busbw_fail_fraction: float = DEFAULTS.busbw_fail_fraction
+    rdma_line_rate_warn_fraction: float = DEFAULTS.pair_rdma_line_rate_warn_fraction
+    rdma_line_rate_fail_fraction: float = DEFAULTS.pair_rdma_line_rate_fail_fraction
 
     @classmethod
     def from_thresholds(cls, thresholds: Thresholds) -> PairThresholds:
@@ -90,6 +105,8 @@ class PairThresholds:
             thresholds.pair_low_fraction, thresholds.pair_max_tries,
             thresholds.pair_line_rate_warn_fraction, thresholds.pair_line_rate_fail_fraction,
             thresholds.busbw_pass_fraction, thresholds.busbw_fail_fraction,
+            thresholds.pair_rdma_line_rate_warn_fraction,
+            thresholds.pair_rdma_line_rate_fail_fraction,
         )  # fmt: skip
 
 
@@ -114,6 +131,7 @@ class Try:
     unit: str
     reason: str
     low: bool = False  # finished, but below low_fraction of the reference
+    lane: RdmaLane | None = None  # rdma: rail and memory
 
 
 def _sidecar_problem(raw: RawFile) -> tuple[Outcome, str] | None:
@@ -173,7 +191,18 @@ def _nccl_value(runs: Sequence[object]) -> Measured:
     return ("ok", max(values), "") if values else ("failed", None, "no busbw measured")
 
 
-VALUE_READERS = {"iperf3": _iperf3_value, "allreduce": _bench_value, "nccl": _nccl_value}
+def _rdma_value(runs: Sequence[object]) -> Measured:
+    """The best average over the sizes of the test (one size unless swept with -a)."""
+    values = [v for r in runs if isinstance(r, PerftestRun) and (v := r.best_average_gbit)]
+    return ("ok", max(values), "") if values else ("failed", None, "no ib_write_bw result row")
+
+
+VALUE_READERS = {
+    "iperf3": _iperf3_value,
+    "allreduce": _bench_value,
+    "nccl": _nccl_value,
+    "rdma": _rdma_value,
+}
 
 
 def _measured(raw: RawFile, kind: PairKind) -> Measured:
@@ -201,13 +230,14 @@ def _try(step: PairStep, host: str, path: str, outcome: Measured) -> Try:
     src, dst = (step.src, step.dst) if kind.directed else (None, None)
     return Try(
         step.kind, a, b, src, dst, step.round, step.attempt, host, path,
-        outcome[0], outcome[1], kind.unit, outcome[2],
+        outcome[0], outcome[1], kind.unit, outcome[2], lane=step.lane,
     )  # fmt: skip
 
 
 def _sort_key(t: Try) -> tuple[object, ...]:
     return (
-        t.kind, natural_key(t.a), natural_key(t.b), natural_key(t.src or ""),
+        t.kind, t.lane or RdmaLane(-1, ""), natural_key(t.a), natural_key(t.b),
+        natural_key(t.src or ""),
         natural_key(t.dst or ""), t.attempt, t.round, t.path,
     )  # fmt: skip
 
@@ -228,7 +258,33 @@ def read_tries(files: Iterable[RawFile], expected: Mapping[str, Sequence[str]] |
             if step and (host, name) not in present:
                 why = "expected (run.json) but left no output and no sidecar"
                 tries.append(_try(step, host, "run.json", ("failed", None, why)))
+    tries += _rdma_lanes_left_out(tries, expected or {})
     return sorted(tries, key=_sort_key)
+
+
+def _rdma_lanes_left_out(tries: Sequence[Try], expected: Mapping[str, Sequence[str]]) -> list[Try]:
+    """run.json cannot list the rdma steps (the rails are known only after preflight), so when
+    the kind ran at all, every rail and memory it ran with is owed by every try of a pair that
+    measured any of them, and by try 1 of every pair run.json expects (gpuval_pairs plans the
+    rdma kind into each pair of a round): a lane left without a file fails closed."""
+    lanes = {t.lane for t in tries if t.kind == "rdma" and t.lane}
+    if not lanes:
+        return []
+    owed: dict[tuple[str, int, str, str, int], str] = {
+        (t.host, t.round, t.a, t.b, t.attempt): f"raw/{t.host}" for t in tries if t.kind == "rdma"
+    }
+    for host, names in expected.items():
+        for step in filter(None, map(pair_step, names)):
+            if step.src == host and step.attempt == 1:
+                owed.setdefault((host, step.round, host, step.dst, 1), "run.json")
+    done = {(t.host, t.round, t.a, t.b, t.attempt, t.lane) for t in tries if t.kind == "rdma"}
+    why = "planned (rdma rail and memory of a pair that ran) but left no output and no sidecar"
+    return [
+        _try(PairStep("rdma", r, a, b, attempt, lane), host, path, ("failed", None, why))
+        for (host, r, a, b, attempt), path in owed.items()
+        for lane in sorted(lanes)
+        if (host, r, a, b, attempt, lane) not in done
+    ]
 
 
 # ------------------------------------------------------------------ judging
@@ -498,10 +554,15 @@ def _pair_verdict(
 
 
 def _node_check(
-    kind: PairKind, verdict: NodeVerdict, source: str | None, fails_below: float | None = None
+    kind: PairKind,
+    verdict: NodeVerdict,
+    source: str | None,
+    fails_below: float | None = None,
+    named: str | None = None,
 ) -> Check:
     """`fails_below`: for CPU-bound kinds, the share of the reference under which a flagged
-    node fails (above it, it warns)."""
+    node fails (above it, it warns). `named`: the node as its reason names it (an rdma rail:
+    "<node> <hca> (rail i)")."""
     listed = ", ".join(
         f"{number_text(v)} ({other})" if v is not None else f"failed ({other})"
         for other, v in verdict.pairs
@@ -509,7 +570,7 @@ def _node_check(
     reference = verdict.reference or 0.0
     ratio = f" ({percent(verdict.median, reference)})" if verdict.median is not None else ""
     evidence = (
-        f"{verdict.node}: its pairs {listed} {kind.unit} vs {number_text(reference)} "
+        f"{named or verdict.node}: its pairs {listed} {kind.unit} vs {number_text(reference)} "
         f"{kind.unit} that healthy pairs reach{ratio}"
     )
     if verdict.flagged:
@@ -529,7 +590,7 @@ def _node_check(
         counted = f"{len(verdict.low)} of {len(verdict.pairs)} low"
         reason = f"{kind.label}: not flagged ({counted}); {evidence}"
     return Check(
-        check_id=f"pairs.{kind.name}.node", host=verdict.node, category="bandwidth",
+        check_id=f"pairs.{kind.check_name}.node", host=verdict.node, category="bandwidth",
         status=status, reason=reason, measured=verdict.median,
         reference=verdict.reference, unit=kind.unit, source=source,
     )  # fmt: skip
@@ -539,10 +600,10 @@ def _absolute_check(kind: PairKind, verdicts: list[PairVerdict], why_none: str) 
     """The pairs against the network itself, less those a flagged node explains."""
     judged = [v for v in verdicts if v.absolute is not None and v.value is not None
               and v.explained_by is None]  # fmt: skip
-    name = "line rate" if kind.name == "iperf3" else "network bound"
+    name = "line rate" if kind.name in ("iperf3", "rdma") else "network bound"
     if not judged:
         return Check(
-            check_id=f"pairs.{kind.name}.{name.replace(' ', '-')}", host=CLUSTER,
+            check_id=f"pairs.{kind.check_name}.{name.replace(' ', '-')}", host=CLUSTER,
             category="network", status="unjudged",
             reason=f"{kind.label}: pairs not compared with the network's {name}: {why_none}",
         )  # fmt: skip
@@ -564,7 +625,7 @@ def _absolute_check(kind: PairKind, verdicts: list[PairVerdict], why_none: str) 
         else f"all {len(judged)} pair(s) within the {bound} {name}"
     )
     return Check(
-        check_id=f"pairs.{kind.name}.{name.replace(' ', '-')}", host=CLUSTER,
+        check_id=f"pairs.{kind.check_name}.{name.replace(' ', '-')}", host=CLUSTER,
         category="network", status=status, measured=lowest[0].value,
         reference=round(first.value, 3) if first else None, unit=kind.unit,
         reason=f"{kind.label}: {verdict}; lowest {shown} ({first.basis if first else ''})",
@@ -669,6 +730,31 @@ class NetworkReferences:
         return Absolute(line, f"line rate, {named}", self.thresholds.line_rate_warn_fraction,
                         self.thresholds.line_rate_fail_fraction)  # fmt: skip
 
+    def rail_hca(self, node: str, rail: int) -> str | None:
+        host = self.evidence.host(node) if self.evidence else None
+        hcas = host.rail_hcas() if host else []
+        return hcas[rail] if rail < len(hcas) else None
+
+    def rdma(self, pair: tuple[str, str], rail: int) -> Absolute | str:
+        """The rail's line rate: the slower of the two ports' rates (ibstat / sysfs), else the
+        declared gpuval_nic_rate_gbit. InfiniBand rates are per direction (HDR 200, NDR 400)."""
+        rates, named = [], []
+        for node in pair:
+            host = self.evidence.host(node) if self.evidence else None
+            hca = self.rail_hca(node, rail)
+            ports = [p for p in (host.ib_ports if host else []) if p.device == hca and p.rate_gbit]
+            rate = ports[0].rate_gbit if ports else (host.declared.nic_rate_gbit if host else None)
+            if rate:
+                rates.append(rate)
+                named.append(f"{node}: {hca or f'rail {rail}'} {rate:g} Gb/s"
+                             f"{'' if ports else ' (declared)'}")  # fmt: skip
+        if len(rates) < len(pair):
+            return ("the rail's port rate is unknown (add the ibstat preflight step, or declare "
+                    "gpuval_nic_rate_gbit)")  # fmt: skip
+        return Absolute(min(rates), f"line rate, {', '.join(named)}",
+                        self.thresholds.rdma_line_rate_warn_fraction,
+                        self.thresholds.rdma_line_rate_fail_fraction)  # fmt: skip
+
     def busbw(self, pair: tuple[str, str], runs: list[object]) -> Absolute | str:
         nccl = [r for r in runs if isinstance(r, NcclRun)]
         bench = [r for r in runs if isinstance(r, CollectiveBenchRun)]
@@ -711,8 +797,10 @@ def analyse_pairs(
     checks: list[Check] = []
     pair_verdicts: list[PairVerdict] = []
     node_verdicts: list[NodeVerdict] = []
-    for name, kind in KINDS.items():
-        measurements = _measurements([t for t in tries if t.kind == name])
+    flagged_rails: dict[str, set[int]] = {}  # rdma: node -> rails flagged with host memory
+    host_values: dict[tuple[int, str, str], float | None] = {}  # rdma: (rail, a, b) -> Gb/s
+    for name, lane, kind in _kinds_and_lanes(tries):
+        measurements = _measurements([t for t in tries if t.kind == name and t.lane == lane])
         if not measurements:
             continue
         values = _pair_values(measurements)
@@ -723,22 +811,30 @@ def analyse_pairs(
             by_pair.setdefault((m.a, m.b), []).append(m)
         kind_verdicts = []
         why_none = ""
-        all_on_cpus = name != "iperf3"
+        all_on_cpus = name not in ("iperf3", "rdma")
         for pair in sorted(values, key=lambda p: (natural_key(p[0]), natural_key(p[1]))):
             mine = by_pair[pair]
             runs = _runs_of(files, {t.path for m in mine for t in m.tries})
-            on_cpus = name != "iperf3" and measured_on_cpus(runs)
+            on_cpus = name not in ("iperf3", "rdma") and measured_on_cpus(runs)
             all_on_cpus = all_on_cpus and on_cpus
-            found = network.iperf3(pair) if name == "iperf3" else network.busbw(pair, runs)
+            found = (
+                network.iperf3(pair) if name == "iperf3"
+                else network.rdma(pair, lane.rail) if lane
+                else network.busbw(pair, runs)
+            )  # fmt: skip
             absolute = found if isinstance(found, Absolute) else None
             why_none = found if isinstance(found, str) else why_none
             verdict = _pair_verdict(kind, pair, mine, values[pair], reference, nodes,
                                     thresholds, absolute, on_cpus)  # fmt: skip
+            if lane and lane.memory == "host":
+                host_values[(lane.rail, *pair)] = verdict.value
+            if lane and lane.memory == "cuda":
+                _note_gpudirect(verdict, host_values.get((lane.rail, *pair)), thresholds)
             kind_verdicts.append(verdict)
             if verdict.explained_by or verdict.status == "pass":
                 continue  # a flagged node's pairs are listed in its check; healthy pairs in tables
             checks.append(Check(
-                check_id=f"pairs.{name}.link.{pair[0]}--{pair[1]}", host=CLUSTER,
+                check_id=f"pairs.{kind.check_name}.link.{pair[0]}--{pair[1]}", host=CLUSTER,
                 category=verdict.category,  # type: ignore[arg-type]
                 status=verdict.status, reason=f"{kind.label}: {verdict.reason}",
                 measured=verdict.value, reference=verdict.reference, unit=kind.unit,
@@ -753,7 +849,67 @@ def analyse_pairs(
             source = next(
                 (t.path for t in tries if t.kind == name and node.node in (t.a, t.b)), None
             )
+            named = None
+            if lane:
+                hca = network.rail_hca(node.node, lane.rail) or "HCA"
+                named = f"{node.node} {hca} (rail {lane.rail})"
+                if node.flagged and lane.memory == "host":
+                    flagged_rails.setdefault(node.node, set()).add(lane.rail)
             checks.append(_node_check(
-                kind, node, source, thresholds.busbw_fail_fraction if all_on_cpus else None
+                kind, node, source, thresholds.busbw_fail_fraction if all_on_cpus else None, named
             ))  # fmt: skip
+    checks += _rdma_whole_node_checks(tries, flagged_rails)
     return PairAnalysis(checks, tries, pair_verdicts, node_verdicts)
+
+
+def _kinds_and_lanes(tries: Sequence[Try]) -> list[tuple[str, RdmaLane | None, PairKind]]:
+    """Each kind, and for rdma each rail and memory found (host memory first on each rail, so
+    GPUDirect can be held against it)."""
+    lanes = sorted({t.lane for t in tries if t.kind == "rdma" and t.lane},
+                   key=lambda lane: (lane.rail, lane.memory != "host"))  # fmt: skip
+    return [
+        (name, lane, kind.on(lane))
+        for name, kind in KINDS.items()
+        for lane in (lanes if name == "rdma" else [None])
+    ]
+
+
+def _note_gpudirect(
+    verdict: PairVerdict, host_value: float | None, thresholds: PairThresholds
+) -> None:
+    """GPUDirect far below host memory on the same rail and pair: the NIC and cable are fine,
+    the GPU-NIC path is not (nvidia_peermem not loaded, or PCIe ACS routing peer traffic
+    through the CPU)."""
+    if _is_low(verdict.value, host_value, thresholds.low_fraction):
+        verdict.reason += (
+            f"; GPUDirect {percent(verdict.value or 0.0, host_value or 0.0)} of host memory "
+            f"({number_text(host_value or 0.0)} Gb/s) on the same rail: check that "
+            "nvidia_peermem is loaded and that PCIe ACS does not route GPU-NIC traffic "
+            "through the CPU"
+        )
+        if verdict.status == "pass":
+            verdict.status = "warn"
+
+
+def _rdma_whole_node_checks(tries: Sequence[Try], flagged: Mapping[str, set[int]]) -> list[Check]:
+    """A node flagged on every rail it has is the node itself (its PCIe, CPU or software), not
+    one HCA or cable."""
+    rails: dict[str, set[int]] = {}
+    for t in tries:
+        if t.kind == "rdma" and t.lane:
+            for node in (t.a, t.b):
+                rails.setdefault(node, set()).add(t.lane.rail)
+    return [
+        Check(
+            check_id="pairs.rdma.node",
+            host=node,
+            category="bandwidth",
+            status="fail",
+            reason=(
+                f"ib_write_bw: all {len(rails[node])} rails of {node} low with host memory: "
+                "the node, not one HCA or cable"
+            ),
+        )
+        for node in sorted(flagged, key=natural_key)
+        if flagged[node] == rails.get(node)
+    ]

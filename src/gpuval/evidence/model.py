@@ -6,6 +6,7 @@ network that the preflight outputs show, and every benchmark run with the raw fi
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -202,6 +203,17 @@ def pci_key(address: str | None) -> str | None:
         return None
 
 
+def rail_order(ports: Iterable[tuple[str, str | None]]) -> list[str]:
+    """HCAs in rail order when none are declared, from (device, link layer) of each port: the
+    devices with an InfiniBand port, else (RoCE nodes) every device, in natural order (mlx5_2
+    before mlx5_10). preflight's preflight_rdma_hcas and the judge both number rails so."""
+    from gpuval.schedule import natural_key
+
+    listed = list(ports)
+    infiniband = {d for d, layer in listed if (layer or "").lower() == "infiniband"}
+    return sorted(infiniband or {d for d, _ in listed}, key=natural_key)
+
+
 @dataclass
 class HostEvidence:
     """Everything judged about one host."""
@@ -244,6 +256,13 @@ class HostEvidence:
             return [p for p in self.ib_ports if p.device in self.declared.ib_hcas]
         infiniband = [p for p in self.ib_ports if (p.link_layer or "").lower() == "infiniband"]
         return infiniband or list(self.ib_ports)
+
+    def rail_hcas(self) -> list[str]:
+        """The HCAs in rail order, as bench_pairs numbers them: the declared gpuval_ib_hcas in
+        their order, else rail_order of the ports found."""
+        if self.declared.ib_hcas:
+            return list(self.declared.ib_hcas)
+        return rail_order((p.device, p.link_layer) for p in self.ib_ports)
 
     def active_rails(self) -> list[Port]:
         return [

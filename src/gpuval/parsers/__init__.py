@@ -28,6 +28,7 @@ PARSER_MODULES = (
     "nvbandwidth",
     "infiniband",
     "iperf3",
+    "perftest",
     "gpuval_bench",
     "software_versions",
     "sysfs_net",

@@ -101,3 +101,37 @@ class Iperf3Run:
     error: str | None
     complete: bool  # an `end` section with totals and no error
     line: int
+
+
+@dataclass
+class PerftestRow:
+    """One message size of a perftest bandwidth table, in Gbit/s whatever unit was printed."""
+
+    size_bytes: int
+    iterations: int
+    peak_gbit: float | None  # 0.00 when perftest did not measure the peak (-D, -b)
+    average_gbit: float
+    msg_rate_mpps: float | None
+    line: int
+
+
+@dataclass
+class PerftestRun:
+    """One ib_write_bw test: its header (device, queue pairs, link), the CUDA device it used
+    (--use_cuda), and its table."""
+
+    test: str  # "RDMA_Write BW Test", "RDMA_Write Bidirectional BW Test", ...
+    device: str | None
+    qps: int | None
+    transport: str | None
+    link_type: str | None  # "IB", or "Ethernet" for RoCE
+    gid_index: int | None
+    bidirectional: bool
+    cuda_device: str | None  # the GPU's name from the CUDA set-up lines; None for host memory
+    unit: str  # as printed: "Gb/sec" or "MB/sec"
+    rows: list[PerftestRow]
+    line: int
+
+    @property
+    def best_average_gbit(self) -> float | None:
+        return max((row.average_gbit for row in self.rows), default=None)
