@@ -75,6 +75,7 @@ class Thresholds:
     pair_line_rate_fail_fraction: float = 0.25
     # ib_write_bw on a healthy rail runs close to the port rate: Azure's HPC health checks gate
     # GPUDirect ib_write_bw at 380 Gb/s on 400 Gb/s NDR (95 %); 90 % leaves room for spread.
+    # https://github.com/Azure/azurehpc-health-checks/blob/main/conf/nd96isr_h100_v5.conf
     pair_rdma_line_rate_warn_fraction: float = 0.90
     pair_rdma_line_rate_fail_fraction: float = 0.75
     xid_window_hours: float = 24.0
