@@ -29,7 +29,10 @@ Reasoning (numbers from shared/notes/references.md):
   one stream is bound by one CPU core, so on faster links the tool rather than the link can
   fall short (pass -P in bench_pairs_iperf3_args there); a link that negotiated 1 Gb/s on a 10
   Gb/s port, or a throttled path, lands at 10 %. Busbw pairs use the busbw bands against the
-  across-node bound.
+  across-node bound. ib_write_bw rails against the port rate: below 0.90 warns, below 0.75
+  fails. RDMA bypasses the CPU, so a healthy rail runs near the rate (Azure gates GPUDirect
+  ib_write_bw at 380 of 400 Gb/s, 95 %); a rail that trained at half width or speed lands at
+  50 %, a bent cable's retransmissions in between.
 - Node health. Xids are judged within xid_window_hours (24) before the kernel log was read, in
   the current boot only (the probe reads since boot): Azure's health checks kept nodes drained
   over Xids that a reset had long since cleared; a hardware Xid older than the window warns,
