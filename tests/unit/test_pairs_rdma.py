@@ -8,8 +8,12 @@ from collections.abc import Callable
 from gpuval.checks.model import Check
 from gpuval.checks.pairs import analyse_pairs, read_tries
 from gpuval.parsers import perftest
+from gpuval.report.html import build_context
+from gpuval.report.summary import build_summary
+from gpuval.results import RunResults, results_document
 from gpuval.runfolder import RawFile, Sidecar
 from gpuval.schedule import circle_rounds
+from gpuval.schema import validate
 from gpuval.steps import RdmaLane, RunPlan, expected_steps, pair_step_name
 
 HOSTS = ["n1", "n2", "n3", "n4"]
@@ -113,3 +117,36 @@ def test_planned_rails_that_left_no_file_fail_closed() -> None:
 def test_without_any_rdma_file_no_rail_is_owed() -> None:
     expected = expected_steps(HOSTS, RunPlan(), phases=["pairs"])
     assert [t for t in read_tries([], expected) if t.kind == "rdma"] == []
+
+
+def test_each_rail_and_memory_has_its_own_rows_figures_and_report_section() -> None:
+    """n3's rail 1 at half rate: its figures per rail are 370 and 185 Gb/s (not one rail
+    overwriting the other), the summary names the rail, and the report draws one matrix per
+    rail and memory, in rail order, host memory first."""
+
+    def rate(a: str, b: str, lane: RdmaLane) -> float:
+        return 185.0 if "n3" in (a, b) and lane.rail == 1 else 370.0
+
+    analysis = analyse_pairs(cluster(rate))
+    worst_status = "fail" if any(c.status == "fail" for c in analysis.checks) else "pass"
+    results = RunResults(
+        run_id="rails", generated_at="2026-11-23T00:00:00+00:00", gpuval_version="test",
+        verdict=worst_status, hosts=[], files=[], checks=analysis.checks, expectations=[],
+        pairs=analysis.to_dict(),
+    )  # fmt: skip
+    validate(results_document(results), "results")
+    summary = build_summary(results)
+    validate(summary, "summary")
+    flagged = [(n["lane"], n["node"]) for n in summary["pairs"]["nodes"] if n["flagged"]]
+    assert flagged == [({"rail": 1, "memory": "host"}, "n3"), ({"rail": 1, "memory": "cuda"}, "n3")]
+    figures = {(f["name"], f["host"]): f["value"] for f in summary["figures"]}
+    assert figures["pair.rdma.rail0-host", "n3"] == 370.0
+    assert figures["pair.rdma.rail1-host", "n3"] == 185.0
+    assert figures["pair.rdma.rail1-cuda", "n1"] == 370.0
+    sections = build_context(results)["pairs"]
+    assert [s["kind"] for s in sections] == [
+        "rdma.rail0-host", "rdma.rail0-cuda", "rdma.rail1-host", "rdma.rail1-cuda",
+    ]  # fmt: skip
+    rail1 = sections[2]
+    assert rail1["label"] == "ib_write_bw rail 1 (host memory)"
+    assert [n.node for n in rail1["nodes_shown"] + rail1["nodes_folded"] if n.flagged] == ["n3"]

@@ -314,6 +314,7 @@ class NodeVerdict:
     low: list[str]  # other nodes of its low or failed pairs
     flagged: bool
     median: float | None = None  # of its finished pairs
+    lane: RdmaLane | None = None  # rdma: the rail and memory judged
 
 
 @dataclass(frozen=True)
@@ -340,6 +341,7 @@ class PairVerdict:
     explained_by: str | None = None  # the flagged node(s) a low pair is put down to
     absolute: Absolute | None = None
     absolute_status: Status = "unjudged"
+    lane: RdmaLane | None = None  # rdma: the rail and memory judged
 
 
 def reference_name(check: Check) -> str:
@@ -411,7 +413,7 @@ def healthy_reference(values: PairValues, fraction: float) -> float | None:
 
 
 def _node_verdicts(
-    kind: str, values: PairValues, reference: float | None, fraction: float
+    kind: PairKind, values: PairValues, reference: float | None, fraction: float
 ) -> dict[str, NodeVerdict]:
     nodes = sorted({h for pair in values for h in pair}, key=natural_key)
 
@@ -446,8 +448,8 @@ def _node_verdicts(
         flagged |= {n for n, s in suspects.items() if s == strongest}
     return {
         node: NodeVerdict(
-            kind, node, _pairs_of(node, values), reference, low_partners(node),
-            node in flagged, _median(v for _, v in _pairs_of(node, values)),
+            kind.name, node, _pairs_of(node, values), reference, low_partners(node),
+            node in flagged, _median(v for _, v in _pairs_of(node, values)), kind.lane,
         )
         for node in nodes
     }  # fmt: skip
@@ -549,7 +551,7 @@ def _pair_verdict(
     category = "correctness" if wrong else "completeness" if value is None else "bandwidth"
     return PairVerdict(
         kind.name, a, b, value, reference, status, reason, measurements, category, explained_by,
-        absolute, absolute_status,
+        absolute, absolute_status, kind.lane,
     )  # fmt: skip
 
 
@@ -648,17 +650,17 @@ class PairAnalysis:
             for m in p.measurements:
                 low, mid, high = m.spread or (None, None, None)
                 rows.append({
-                    "kind": p.kind, "a": p.a, "b": p.b, "src": m.src, "dst": m.dst,
-                    "value": m.value, "unit": KINDS[p.kind].unit, "tries": len(m.tries),
-                    "passed_on": m.passed_on, "spread_min": low, "spread_median": mid,
-                    "spread_max": high, "pair_value": p.value, "reference": p.reference,
-                    "status": p.status, "reason": p.reason,
+                    "kind": p.kind, "lane": _lane_row(p.lane), "a": p.a, "b": p.b,
+                    "src": m.src, "dst": m.dst, "value": m.value, "unit": KINDS[p.kind].unit,
+                    "tries": len(m.tries), "passed_on": m.passed_on, "spread_min": low,
+                    "spread_median": mid, "spread_max": high, "pair_value": p.value,
+                    "reference": p.reference, "status": p.status, "reason": p.reason,
                 })  # fmt: skip
         nodes = [
             {
-                "kind": n.kind, "node": n.node, "pairs": len(n.pairs), "low_pairs": len(n.low),
-                "median": n.median, "reference": n.reference, "flagged": n.flagged,
-                "low_with": ", ".join(n.low),
+                "kind": n.kind, "lane": _lane_row(n.lane), "node": n.node,
+                "pairs": len(n.pairs), "low_pairs": len(n.low), "median": n.median,
+                "reference": n.reference, "flagged": n.flagged, "low_with": ", ".join(n.low),
             }
             for n in self.nodes
         ]  # fmt: skip
@@ -680,10 +682,23 @@ class PairAnalysis:
 
 
 PAIR_COLUMNS = [
-    "kind", "a", "b", "src", "dst", "value", "unit", "tries", "passed_on", "spread_min",
+    "kind", "lane", "a", "b", "src", "dst", "value", "unit", "tries", "passed_on", "spread_min",
     "spread_median", "spread_max", "pair_value", "reference", "status", "reason",
 ]  # fmt: skip
-NODE_COLUMNS = ["kind", "node", "pairs", "low_pairs", "median", "reference", "flagged", "low_with"]
+NODE_COLUMNS = [
+    "kind", "lane", "node", "pairs", "low_pairs", "median", "reference", "flagged", "low_with",
+]  # fmt: skip
+
+
+def _lane_row(lane: RdmaLane | None) -> dict[str, object] | None:
+    return asdict(lane) if lane else None
+
+
+def row_kind(row: Mapping[str, object]) -> PairKind:
+    """The kind of a pairs or nodes table row, on its rdma lane where it has one."""
+    lane = row.get("lane")
+    on = RdmaLane(int(lane["rail"]), str(lane["memory"])) if isinstance(lane, Mapping) else None
+    return KINDS[str(row["kind"])].on(on)
 
 
 def _frame(tries: Sequence[Try]) -> pd.DataFrame:
@@ -805,7 +820,7 @@ def analyse_pairs(
             continue
         values = _pair_values(measurements)
         reference = healthy_reference(values, thresholds.low_fraction)
-        nodes = _node_verdicts(name, values, reference, thresholds.low_fraction)
+        nodes = _node_verdicts(kind, values, reference, thresholds.low_fraction)
         by_pair: dict[tuple[str, str], list[Measurement]] = {}
         for m in measurements:  # grouped once: a 232-node cluster has 26,796 pairs
             by_pair.setdefault((m.a, m.b), []).append(m)

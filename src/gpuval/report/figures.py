@@ -8,7 +8,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterable
 
-from gpuval.checks.pairs import KINDS
+from gpuval.checks.pairs import KINDS, row_kind
 from gpuval.figures import KeyFigure
 from gpuval.records.nvidia_smi import EccCounts, NvidiaSmiRun, SmiGpu, SmiHealth
 from gpuval.results import RunResults
@@ -80,13 +80,17 @@ def pair_figures(results: RunResults) -> list[KeyFigure]:
     """Each node's median pair value per kind (a pair counted once: iperf3's weaker direction),
     from the pairs table, so a two-host cluster has its figure too."""
     values: dict[tuple[str, str], dict[tuple[str, str], float]] = {}
+    units: dict[str, str] = {}
     for row in results.pairs.get("pairs", []):
-        value, kind = row.get("pair_value"), str(row.get("kind"))
-        if kind not in KINDS or not isinstance(value, (int, float)):
+        value = row.get("pair_value")
+        if str(row.get("kind")) not in KINDS or not isinstance(value, (int, float)):
             continue
+        kind = row_kind(row)  # rdma: one figure per rail and memory
+        units[kind.check_name] = kind.unit
         for node in (str(row["a"]), str(row["b"])):
-            values.setdefault((node, kind), {})[(str(row["a"]), str(row["b"]))] = float(value)
+            pairs = values.setdefault((node, kind.check_name), {})
+            pairs[(str(row["a"]), str(row["b"]))] = float(value)
     return [
-        KeyFigure(node, f"pair.{kind}", statistics.median(pairs.values()), KINDS[kind].unit, True)
-        for (node, kind), pairs in sorted(values.items())
+        KeyFigure(node, f"pair.{name}", statistics.median(pairs.values()), units[name], True)
+        for (node, name), pairs in sorted(values.items())
     ]

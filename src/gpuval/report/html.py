@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from functools import cache
 from typing import Any
 
@@ -13,7 +13,7 @@ import jinja2
 
 from gpuval.checks.health import suggested_action
 from gpuval.checks.model import STATUS_ORDER, Check, Expectation
-from gpuval.checks.pairs import KINDS, reference_name
+from gpuval.checks.pairs import KINDS, PairKind, reference_name, row_kind
 from gpuval.checks.thresholds import DEFAULTS, Thresholds
 from gpuval.evidence import HostFacts
 from gpuval.pages import environment as page_environment
@@ -335,22 +335,28 @@ def split_pair_nodes(nodes: list[PairNode]) -> tuple[list[PairNode], list[PairNo
     return shown, ordered[len(shown) :]
 
 
+def _kind_order(kind: PairKind) -> tuple[int, int, bool]:
+    """The kinds in KINDS' order; rdma rails in order, host memory before GPU memory."""
+    rail, gpu_memory = (kind.lane.rail, kind.lane.memory != "host") if kind.lane else (-1, False)
+    return list(KINDS).index(kind.name), rail, gpu_memory
+
+
 def _pairs_section(results: RunResults, chart_set: ChartSet) -> list[dict[str, Any]]:
     """Per pair kind: node verdicts, the hosts x hosts matrix, links not passing, retries."""
     nodes = pair_nodes(results)
     not_passing = pair_links(results, ("error", "fail", "warn"))
     sections = []
-    for name, kind in KINDS.items():
-        rows = [r for r in results.pairs.get("pairs", []) if r["kind"] == name]
-        if not rows:
-            continue
+    by_kind: dict[PairKind, list[dict[str, Any]]] = {}
+    for row in results.pairs.get("pairs", []):
+        by_kind.setdefault(row_kind(row), []).append(row)
+    for kind, rows in sorted(by_kind.items(), key=lambda item: _kind_order(item[0])):
         hosts = sorted({str(r[end]) for r in rows for end in ("a", "b")}, key=natural_key)
         values, marked = _pair_cells(rows, kind.directed)
         title = f"{kind.label} per pair ({kind.unit})"
-        shown, folded = split_pair_nodes([n for n in nodes if n.kind == name])
+        shown, folded = split_pair_nodes([n for n in nodes if row_kind(asdict(n)) == kind])
         sections.append(
             {
-                "kind": name,
+                "kind": kind.check_name,
                 "label": kind.label,
                 "unit": kind.unit,
                 "directed": kind.directed,
@@ -364,7 +370,7 @@ def _pairs_section(results: RunResults, chart_set: ChartSet) -> list[dict[str, A
                     )
                 ),
                 "chart_size": charts.pair_matrix_size(len(hosts)),
-                "links": [link for link in not_passing if link["kind"] == name],
+                "links": [link for link in not_passing if row_kind(link) == kind],
                 "retries": [r for r in rows if r["tries"] > 1],
             }
         )

@@ -12,6 +12,7 @@ from typing import Any
 
 from gpuval.checks.health import HEALTH_SUBJECTS, health_subject, suggested_action
 from gpuval.checks.model import CLUSTER, STATUS_ORDER, Check, Status, worst
+from gpuval.checks.pairs import row_kind
 from gpuval.checks.thresholds import DEFAULTS, Thresholds
 from gpuval.figures import KeyFigure, figure_entry
 from gpuval.records.base import Diagnostic, to_jsonable
@@ -155,9 +156,11 @@ def outliers(rows: list[HostRow], thresholds: Thresholds = DEFAULTS) -> list[Out
 
 @dataclass(frozen=True)
 class PairNode:
-    """One node's verdict from the pair tests of one kind, with the evidence behind it."""
+    """One node's verdict from the pair tests of one kind (rdma: of one rail and memory, `lane`),
+    with the evidence behind it."""
 
     kind: str
+    lane: dict[str, object] | None
     node: str
     flagged: bool
     pairs: int
@@ -173,10 +176,11 @@ def pair_nodes(results: RunResults) -> list[PairNode]:
     checks = {(c.check_id, c.host): c for c in results.checks}
     found = []
     for row in results.pairs.get("nodes", []):
-        check = checks.get((f"pairs.{row['kind']}.node", str(row["node"])))
+        check = checks.get((f"pairs.{row_kind(row).check_name}.node", str(row["node"])))
         found.append(
             PairNode(
                 kind=str(row["kind"]),
+                lane=row.get("lane"),
                 node=str(row["node"]),
                 flagged=bool(row["flagged"]),
                 pairs=int(row["pairs"]),
@@ -190,7 +194,7 @@ def pair_nodes(results: RunResults) -> list[PairNode]:
     return found
 
 
-PAIR_LINK_FIELDS = ("kind", "a", "b", "status", "pair_value", "reference", "unit", "reason")
+PAIR_LINK_FIELDS = ("kind", "lane", "a", "b", "status", "pair_value", "reference", "unit", "reason")
 
 
 def pair_links(results: RunResults, statuses: tuple[Status, ...]) -> list[dict[str, Any]]:
@@ -198,7 +202,7 @@ def pair_links(results: RunResults, statuses: tuple[Status, ...]) -> list[dict[s
     links: dict[tuple[str, str, str], dict[str, Any]] = {}
     for row in results.pairs.get("pairs", []):
         if row["status"] in statuses:
-            key = (str(row["kind"]), str(row["a"]), str(row["b"]))
+            key = (row_kind(row).check_name, str(row["a"]), str(row["b"]))
             links.setdefault(key, {k: row[k] for k in PAIR_LINK_FIELDS})
     return sorted(links.values(), key=lambda link: STATUS_RANK[link["status"]])
 
