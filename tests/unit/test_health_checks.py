@@ -78,10 +78,8 @@ def changed(xml: str, element: str, value: str) -> str:
 def test_a_healthy_real_h100_passes_every_health_check(run: RunFolder) -> None:
     run.healthy("node1")
     health = run.health()
-    assert set(health) == {"health.xid", "health.memory", "health.clocks", "health.pcie",
-                           "health.nvlink.errors"}  # fmt: skip
-    # No NVLink on this GPU: nothing to count, said so rather than passed.
-    assert health.pop("health.nvlink.errors").status == "unjudged"
+    # No NVLink on this GPU (nvlink -s and -e list none): no NVLink counter applies.
+    assert set(health) == {"health.xid", "health.memory", "health.clocks", "health.pcie"}
     assert {c.status for c in health.values()} == {"pass"}
     assert "358 kernel log lines" in health["health.xid"].reason
     assert all(c.action is None for c in health.values())
@@ -361,7 +359,7 @@ def test_report_outputs_carry_the_node_health_table(run: RunFolder, tmp_path: Pa
     summary = json.loads((out / "summary.json").read_text())
     validate(summary, "summary")
     table = summary["node_health"]
-    assert [s["key"] for s in table["subjects"]] == ["xid", "memory", "clocks", "pcie", "nvlink"]
+    assert [s["key"] for s in table["subjects"]] == ["xid", "memory", "clocks", "pcie"]
     node2 = next(h for h in table["hosts"] if h["host"] == "node2")
     assert node2["status"] == "fail" and node2["cells"]["xid"]["status"] == "fail"
     assert node2["cells"]["xid"]["source"] == "raw/node2/health-kernel-log-after.txt:1"
@@ -390,7 +388,7 @@ def test_the_real_h100_burn_and_its_readings_after_a_700w_load_pass(run: RunFold
     burn_check = health["health.burn.GPU0"]
     assert burn_check.status == "pass" and burn_check.measured == pytest.approx(672.26, abs=0.01)
     assert burn_check.reference == 989.4
-    assert health.pop("health.nvlink.errors").status == "unjudged"  # no NVLink on this GPU
+    assert "health.nvlink.errors" not in health  # no NVLink on this GPU
     assert {c.status for c in health.values()} == {"pass"}, {
         k: (c.status, c.reason) for k, c in health.items() if c.status != "pass"
     }
@@ -438,15 +436,26 @@ def test_nonzero_nvlink_counters_without_a_capture_before_warn(run: RunFolder) -
     assert check.status == "warn" and "no capture before the run" in check.reason
 
 
-def test_no_nvlink_on_the_lent_h100_is_said_and_not_passed(run: RunFolder) -> None:
-    # What the lent single H100 printed (probes.txt): nothing, exit 0, before and after.
+def test_no_nvlink_on_the_lent_h100_is_no_nvlink_counter_check(run: RunFolder) -> None:
+    # What the lent single H100 printed (probes.txt): nothing, exit 0, before and after, for
+    # nvlink -e and nvlink -s alike. No link, no counter: nothing to judge and nothing unjudged.
     assert "### nvidia-smi nvlink -e\n### rc=0\n" in PROBES.read_text()
+    assert "### nvidia-smi nvlink -s\n### rc=0\n" in PROBES.read_text()
     run.healthy("node1")
-    for name in ("health-nvlink-errors", "health-nvlink-errors-after"):
-        run.step("node1", name, "", "nvidia-smi-nvlink-errors")
-    check = run.health()["health.nvlink.errors"]
-    assert check.status == "unjudged" and "listed no NVLink" in check.reason
+    run.step("node1", "nvidia-smi-nvlink", "", "nvidia-smi-nvlink", "preflight")
+    assert "health.nvlink.errors" not in run.health()
     assert not [c for c in run.checks() if c.status == "error"]
+
+
+def test_links_that_nvlink_s_lists_and_nvlink_e_does_not_are_unjudged(run: RunFolder) -> None:
+    """An 8x A100's nvlink -s (published: 12 links per GPU, 96 in all) with an empty nvlink -e:
+    the counters of links that exist were not read, which is no pass."""
+    run.healthy("node1")
+    states = (OUTPUTS / "nvidia-smi" / "nvlink-gpud-testdata-8xA100-12-links.txt").read_text()
+    run.step("node1", "nvidia-smi-nvlink", states, "nvidia-smi-nvlink", "preflight")
+    check = run.health()["health.nvlink.errors"]
+    assert check.status == "unjudged"
+    assert "nvlink -e listed no NVLink where nvlink -s lists 96" in check.reason
 
 
 def test_nvlink_counters_all_na_are_unjudged(run: RunFolder) -> None:

@@ -737,12 +737,17 @@ def nvlink_error_checks(judge: Judge, host: HostEvidence) -> None:
                  "nvlink -e)", "health-nvlink-errors")  # fmt: skip
         return
     if not parsed.record.gpus:
-        judge.add(Check(
-            check_id="health.nvlink.errors", host=host.name, category="health",
-            status="unjudged", source=parsed.source(), reference=NVLINK_COUNTER_SOURCE,
-            reason="nvidia-smi nvlink -e listed no NVLink (it prints nothing where no GPU has "
-            "NVLink peers): no error counter to judge",
-        ))  # fmt: skip
+        # nvlink -e prints nothing where no GPU has NVLink peers (a lent single H100 did so):
+        # no counter applies. Whether links should be there is the topology checks' to say;
+        # only links that nvlink -s lists and nvlink -e does not leave counters unread.
+        listed = sum(len(gpu.links) for gpu in host.nvlinks)
+        if listed:
+            judge.add(Check(
+                check_id="health.nvlink.errors", host=host.name, category="health",
+                status="unjudged", source=parsed.source(), reference=NVLINK_COUNTER_SOURCE,
+                reason=f"nvidia-smi nvlink -e listed no NVLink where nvlink -s lists {listed}: "
+                "their error counters were not read",
+            ))  # fmt: skip
         return
     paired = captures.before is not None and captures.after is not None
     first = _nvlink_counts(captures.before.record) if captures.before and paired else {}
