@@ -208,10 +208,14 @@ def test_recorded_gpu_outputs_run_through_to_a_report_with_their_numbers(
     assert "355.89" in measurements  # busbw of the 1 GiB row, as printed
     assert (run.run_dir / "report.html").is_file()
     # The verdict is FAIL for reasons of the recording, not of the suite: the doubles have no
-    # recorded `nvidia-smi -q -x` / `nvlink -s` (they exit 2, as a broken tool would; the
-    # health phase does not ask again after the benchmarks what failed in preflight).
+    # recorded `nvidia-smi -q -x` / `nvlink -s` / `nvlink -e` (they exit 2, as a broken tool
+    # would; the health phase does not ask again after the benchmarks what failed in preflight,
+    # and asks nvlink -e before and after).
     assert summary(run)["verdict"] == "fail"
-    assert failing_sources(run) == {"nvidia-smi-query.xml", "nvidia-smi-nvlink.txt"}
+    assert failing_sources(run) == {
+        "nvidia-smi-query.xml", "nvidia-smi-nvlink.txt", "health-nvlink-errors.txt",
+        "health-nvlink-errors-after.txt",
+    }  # fmt: skip
     # The recording replayed across nodes (the internode run, the node1--node2 nccl pair)
     # went over NET/Socket; no RDMA was there to use (no ibstat port, no declared
     # gpuval_ib_hcas), so that is a warning, not a failure (the pair's run is judged with its
