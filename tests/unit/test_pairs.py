@@ -343,6 +343,18 @@ def test_allreduce_pairs_on_cpus_warn_when_a_little_low_and_fail_when_far_below(
     assert node.status == "warn" and "on CPUs (gloo)" in node.reason
 
 
+def test_cpu_bound_pairs_are_tried_again_only_where_they_could_fail() -> None:
+    """A repeat confirms a try the pair could fail on: on CPUs (gloo) below half of what the
+    healthy pairs reach (busbw_fail_fraction), not a pair at 75 % that only warns."""
+
+    def busbw(a: str, b: str) -> float:
+        return 0.2 if (a, b) == ("node1", "node2") else 0.6 if "node4" in (a, b) else 0.8
+
+    files = [bench_file(a, b, busbw(a, b)) for pairs in circle_rounds(HOSTS) for a, b in pairs]
+    low = {(t.a, t.b) for t in analyse_pairs(files).tries if t.low}
+    assert low == {("node1", "node2")}
+
+
 def test_pair_file_names() -> None:
     step = pair_step("pair-iperf3-r3-gpu-node-10--gpu-node-2-try2")
     assert step is not None
