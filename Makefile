@@ -43,11 +43,15 @@ sample-report: $(STAMP)
 	  [ $$status -le 1 ]
 
 ## test: lint, type-check and the whole pytest suite (browser and simulated-host tests included).
-## The tests without simulated hosts share the cores (pytest-xdist); those with them run one
-## after another, each sharing its hosts and runs between its assertions.
+## The tests without simulated hosts share the cores (pytest-xdist). Those with them share their
+## hosts and runs between a file's assertions; the files run $(JOBS) at a time (a simulated run
+## waits on ssh and apt as much as on the cores), except the pair tests, which measure the
+## network through the cores and so run alone.
+PAIR_TESTS := tests/e2e/test_find_the_bad_node.py
 test: $(STAMP) system-deps lint ansible-lint syntax-check molecule
 	$(BIN)/pytest -q -n $(JOBS) -m "not simhosts"
-	$(BIN)/pytest -q -m simhosts --durations=15
+	$(BIN)/pytest -q -m simhosts -n $(JOBS) --dist loadfile --durations=10 --ignore=$(PAIR_TESTS)
+	$(BIN)/pytest -q -m simhosts --durations=10 $(PAIR_TESTS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests library plugins

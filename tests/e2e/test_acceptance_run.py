@@ -79,7 +79,12 @@ class CliRun:
 
 def environment(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "GPUVAL_WEBHOOK_URL"}
-    return {**env, "PATH": f"{VENV_BIN}:{os.environ['PATH']}", **extra}
+    # Facts in memory: the repository's fact cache is keyed by host name, and other tests'
+    # simulated clusters, running at the same time, have hosts of the same names.
+    return {
+        **env, "PATH": f"{VENV_BIN}:{os.environ['PATH']}", "ANSIBLE_CACHE_PLUGIN": "memory",
+        **extra,
+    }  # fmt: skip
 
 
 def command(inventory: Path, reports: Path, run_id: str, *extra: str) -> list[str]:

@@ -122,9 +122,11 @@ def lambda_variables(
 
 def environment(**extra: str) -> dict[str, str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith("LAMBDA_")}
+    # Facts in memory: the repository's fact cache is keyed by host name, and other tests'
+    # simulated clusters, running at the same time, have hosts of the same names.
     return base | {
         "PATH": f"{VENV_BIN}:{os.environ['PATH']}", "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
-        "ANSIBLE_FORCE_COLOR": "0", **extra,
+        "ANSIBLE_FORCE_COLOR": "0", "ANSIBLE_CACHE_PLUGIN": "memory", **extra,
     }  # fmt: skip
 
 
