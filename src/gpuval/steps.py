@@ -212,6 +212,11 @@ class RdmaLane:
     def label(self) -> str:
         return f"rail{self.rail}-{self.memory}"
 
+    @property
+    def order(self) -> tuple[int, bool]:
+        """Rails in order, host memory before GPU memory on each (GPUDirect is held against it)."""
+        return self.rail, self.memory != "host"
+
 
 def rdma_lanes(rails: int, gpudirect: bool) -> list[RdmaLane]:
     """Every rail with host memory, and with GPU memory too when both nodes have GPUs."""

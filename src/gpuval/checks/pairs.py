@@ -884,8 +884,7 @@ def analyse_pairs(
 def _kinds_and_lanes(tries: Sequence[Try]) -> list[tuple[str, RdmaLane | None, PairKind]]:
     """Each kind, and for rdma each rail and memory found (host memory first on each rail, so
     GPUDirect can be held against it)."""
-    lanes = sorted({t.lane for t in tries if t.kind == "rdma" and t.lane},
-                   key=lambda lane: (lane.rail, lane.memory != "host"))  # fmt: skip
+    lanes = sorted({t.lane for t in tries if t.kind == "rdma" and t.lane}, key=lambda ln: ln.order)
     return [
         (name, lane, kind.on(lane))
         for name, kind in KINDS.items()

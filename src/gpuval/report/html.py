@@ -337,7 +337,7 @@ def split_pair_nodes(nodes: list[PairNode]) -> tuple[list[PairNode], list[PairNo
 
 def _kind_order(kind: PairKind) -> tuple[int, int, bool]:
     """The kinds in KINDS' order; rdma rails in order, host memory before GPU memory."""
-    rail, gpu_memory = (kind.lane.rail, kind.lane.memory != "host") if kind.lane else (-1, False)
+    rail, gpu_memory = kind.lane.order if kind.lane else (-1, False)
     return list(KINDS).index(kind.name), rail, gpu_memory
 
 
