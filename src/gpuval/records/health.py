@@ -65,6 +65,23 @@ class SysfsInfinibandRun:
     devices: list[IbSysfsDevice] = field(default_factory=list)
 
 
+def _pci_hex(value: str | None) -> str:
+    """A PCI id as hex digits, whichever way it was printed: sysfs "0x030200", lspci "0302"."""
+    return (value or "").lower().removeprefix("0x")
+
+
+def is_nvidia_gpu(vendor: str | None, class_code: str | None) -> bool:
+    """An NVIDIA display or 3D controller (class 0300 / 0302)."""
+    return _pci_hex(vendor) == "10de" and _pci_hex(class_code)[:4] in ("0300", "0302")
+
+
+def is_rdma_nic(vendor: str | None, class_code: str | None) -> bool:
+    """An InfiniBand controller (class 0207), or a network controller (02xx) of Mellanox/NVIDIA
+    networking (ConnectX in Ethernet mode is RoCE)."""
+    pci_class = _pci_hex(class_code)[:4]
+    return pci_class == "0207" or (_pci_hex(vendor) == "15b3" and pci_class.startswith("02"))
+
+
 @dataclass
 class PciDevice:
     """One /sys/bus/pci/devices/<address>: its class, link and AER counters."""
@@ -83,12 +100,11 @@ class PciDevice:
 
     @property
     def is_gpu(self) -> bool:
-        return self.vendor == "0x10de" and (self.class_code or "").startswith(("0x0300", "0x0302"))
+        return is_nvidia_gpu(self.vendor, self.class_code)
 
     @property
     def is_rdma_nic(self) -> bool:
-        """A network or InfiniBand controller (class 02xx) from Mellanox/NVIDIA networking."""
-        return self.vendor == "0x15b3" and (self.class_code or "").startswith("0x02")
+        return is_rdma_nic(self.vendor, self.class_code)
 
 
 @dataclass
@@ -124,12 +140,11 @@ class LspciDevice:
 
     @property
     def is_gpu(self) -> bool:
-        return self.vendor == "10de" and self.class_code in ("0300", "0302")
+        return is_nvidia_gpu(self.vendor, self.class_code)
 
     @property
     def is_rdma_nic(self) -> bool:
-        """An InfiniBand controller, or a Mellanox/NVIDIA networking Ethernet controller."""
-        return self.class_code == "0207" or (self.vendor == "15b3" and self.class_code == "0200")
+        return is_rdma_nic(self.vendor, self.class_code)
 
     @property
     def is_root_port(self) -> bool:
