@@ -70,20 +70,30 @@ def _pci_hex(value: str | None) -> str:
     return (value or "").lower().removeprefix("0x")
 
 
-def is_nvidia_gpu(vendor: str | None, class_code: str | None) -> bool:
-    """An NVIDIA display or 3D controller (class 0300 / 0302)."""
-    return _pci_hex(vendor) == "10de" and _pci_hex(class_code)[:4] in ("0300", "0302")
+class PciIdentity:
+    """What a PCI device is, from its vendor and class ids (each record spells them its way);
+    one rule for every record of PCI devices."""
 
+    vendor: str | None
+    class_code: str | None
 
-def is_rdma_nic(vendor: str | None, class_code: str | None) -> bool:
-    """An InfiniBand controller (class 0207), or a network controller (02xx) of Mellanox/NVIDIA
-    networking (ConnectX in Ethernet mode is RoCE)."""
-    pci_class = _pci_hex(class_code)[:4]
-    return pci_class == "0207" or (_pci_hex(vendor) == "15b3" and pci_class.startswith("02"))
+    @property
+    def is_gpu(self) -> bool:
+        """An NVIDIA display or 3D controller (class 0300 / 0302)."""
+        return _pci_hex(self.vendor) == "10de" and _pci_hex(self.class_code)[:4] in ("0300", "0302")
+
+    @property
+    def is_rdma_nic(self) -> bool:
+        """An InfiniBand controller (class 0207), or a network controller (02xx) of
+        Mellanox/NVIDIA networking (ConnectX in Ethernet mode is RoCE)."""
+        pci_class = _pci_hex(self.class_code)[:4]
+        return pci_class == "0207" or (
+            _pci_hex(self.vendor) == "15b3" and pci_class.startswith("02")
+        )
 
 
 @dataclass
-class PciDevice:
+class PciDevice(PciIdentity):
     """One /sys/bus/pci/devices/<address>: its class, link and AER counters."""
 
     address: str  # "0000:3b:00.0"
@@ -98,14 +108,6 @@ class PciDevice:
     aer: dict[str, dict[str, int]] = field(default_factory=dict)
     line: int | None = None
 
-    @property
-    def is_gpu(self) -> bool:
-        return is_nvidia_gpu(self.vendor, self.class_code)
-
-    @property
-    def is_rdma_nic(self) -> bool:
-        return is_rdma_nic(self.vendor, self.class_code)
-
 
 @dataclass
 class SysfsPciRun:
@@ -113,7 +115,7 @@ class SysfsPciRun:
 
 
 @dataclass
-class LspciDevice:
+class LspciDevice(PciIdentity):
     """One device block of `lspci -vvv`: where it sits in the PCI tree, its link, and whether
     ACS sends its peer-to-peer traffic up to the root complex."""
 
@@ -137,14 +139,6 @@ class LspciDevice:
     link_speed_gts: float | None = None  # LnkSta
     link_width: int | None = None
     line: int | None = None
-
-    @property
-    def is_gpu(self) -> bool:
-        return is_nvidia_gpu(self.vendor, self.class_code)
-
-    @property
-    def is_rdma_nic(self) -> bool:
-        return is_rdma_nic(self.vendor, self.class_code)
 
     @property
     def is_root_port(self) -> bool:
