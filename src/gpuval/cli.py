@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpuval import __version__
+from gpuval.outputs import OutputError, write_output
 
 if TYPE_CHECKING:
     from gpuval.archive import Archive
@@ -393,7 +394,7 @@ def _history(args: argparse.Namespace) -> int:
         return _error("history", str(problem))
     print("\n".join(history_table(history)))
     page = args.html or archive.root / "history.html"
-    page.write_text(render_history(history, page.parent, str(archive.root)), encoding="utf-8")
+    write_output(page, render_history(history, page.parent, str(archive.root)))
     print(f"trend charts: {page}")
     return EXIT_OK
 
@@ -417,7 +418,7 @@ def _compare(args: argparse.Namespace) -> int:
         return _error("compare", f"cannot read the runs' results: {problem}")
     print("\n".join(comparison_lines(comparison)))
     page = args.html or run_b / "compare.html"
-    page.write_text(render_comparison(comparison), encoding="utf-8")
+    write_output(page, render_comparison(comparison))
     print(f"comparison page: {page}")
     return EXIT_FAIL if comparison.verdict == "fail" else EXIT_OK
 
@@ -482,7 +483,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "baseline": _baseline, "prune": _prune, "profile": _profile, "parse": _parse,
     }  # fmt: skip
     if args.command in handlers:
-        return handlers[args.command](args)
+        try:
+            return handlers[args.command](args)
+        except OutputError as problem:  # a page, record or baseline that could not be written
+            return _error(args.command, str(problem))
     from gpuval import parsers
 
     print("\n".join(parsers.known_tools()))
