@@ -45,8 +45,11 @@ Example:
 REPORT_HELP = """\
 Judge a run folder (RUN_DIR/run.json and RUN_DIR/raw/<host>/<file> plus a <file>.meta.json
 sidecar per raw output) and write results.json, measurements.csv, summary.json, junit.xml,
-report.html and gpuval.prom (Prometheus) into RUN_DIR (or --out); add the run to the history
-of its reports folder (RUN_DIR/../history.sqlite). Re-running it re-renders from raw/ alone.
+report.html and gpuval.prom (Prometheus) into RUN_DIR, each file whole or not at all, all of
+them or none (a full disk leaves the previous ones as they were; a symbolic link where an output
+goes is refused); add the run to the history of its reports folder (RUN_DIR/../history.sqlite).
+--out DIR writes the outputs there instead and leaves every history alone (a render elsewhere
+is none of the reports folder's run folders). Re-running it re-renders from raw/ alone.
 
 Besides the hardware, the run is judged with an acceptance profile (--profile; else the one
 the run folder records, profile.json) and against a baseline (--baseline; else the profile's;
@@ -201,7 +204,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     report = _command(commands, "report", "judge a run folder and write the report", REPORT_HELP)
     report.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="folder holding raw/")
-    report.add_argument("--out", type=Path, help="write outputs here instead of RUN_DIR")
+    report.add_argument(
+        "--out", type=Path, help="write the outputs here instead of RUN_DIR (no history)"
+    )
     report.add_argument(
         "--thresholds",
         type=Path,

@@ -109,16 +109,20 @@ class OutputSet:
         self._contents[path] = content.encode("utf-8") if isinstance(content, str) else content
 
     def commit(self) -> None:
-        modes = {path: existing_mode(path) for path in self._contents}
         for folder in {path.parent for path in self._contents}:
             try:
                 folder.mkdir(parents=True, exist_ok=True)
+            except FileExistsError as problem:
+                raise OutputError(
+                    f"{folder}: not a folder; name a folder to write into"
+                ) from problem
             except OSError as problem:
                 if problem.errno in DISK_FULL:
                     raise disk_full(folder.parent, folder.name) from problem
                 raise OutputError(
                     f"{folder}: cannot make the folder: {problem.strerror or problem}"
                 ) from problem
+        modes = {path: existing_mode(path) for path in self._contents}
         temporaries: dict[Path, Path] = {}
         current = None
         try:

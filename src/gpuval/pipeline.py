@@ -12,8 +12,8 @@ rules) and against a baseline (gpuval.baseline) when there are any:
 Then the outputs: results.json, summary.json, junit.xml, measurements.csv, report.html,
 gpuval.prom (Prometheus) and profile.json, all rendered first and written together, all or none
 (gpuval.outputs: a failed render or a full disk leaves the previous ones whole); the run's rows
-in the history database of the run folder's reports folder (RUN_DIR/.., also with --out), and
-a webhook notification when the verdict fails and $GPUVAL_WEBHOOK_URL is set.
+in the history database of its reports folder (RUN_DIR/..; none with --out), and a webhook
+notification when the verdict fails and $GPUVAL_WEBHOOK_URL is set.
 
 Exit status: 0 pass, warn or unjudged; 1 fail; 2 error (bad input, or nothing measured).
 `fail_on="warn"` (or "unjudged") makes those verdicts, and any worse, exit 1: for acceptance
@@ -224,16 +224,16 @@ def resolve_judging(
 
 
 def _history_and_webhook(
-    judged: Judged, run_dir: Path, target: Path, webhook_url: str | None, fail_on: Status
+    judged: Judged, target: Path, indexed: bool, webhook_url: str | None, fail_on: Status
 ) -> list[str]:
-    """The history rows and the webhook; what to say about them. Neither changes the verdict:
-    a broken database or receiver is reported, never fatal. The history is the run folder's
-    reports folder's (RUN_DIR/..) even when the outputs go elsewhere (--out): that is where
-    `gpuval history` of that reports folder looks, and what `gpuval report --help` promises."""
+    """The history rows (when `indexed`) and the webhook; what to say about them. Neither
+    changes the verdict: a broken database or receiver is reported, never fatal."""
     results = judged.results
     said = []
     try:
-        index_run(Archive.of_run(run_dir), RunEntry.from_results(results, judged.figures, target))
+        if indexed:
+            entry = RunEntry.from_results(results, judged.figures, target)
+            index_run(Archive.of_run(target), entry)
     except HistoryError as problem:
         said.append(f"history not updated: {problem}")
     if webhook_url and at_least_as_bad(results.verdict, fail_on):
@@ -286,7 +286,10 @@ def report_run(
     except OutputError as problem:
         _say(f"gpuval report: {problem}")
         return exit_code("error")
-    notes = _history_and_webhook(judged, run_dir, target, webhook_url, fail_on)
+    # A reports folder's history indexes its own run folders (what `gpuval history --rebuild`
+    # reads). A render elsewhere (--out: other thresholds, a read-only archive) is none of
+    # them: it neither replaces the run's row in RUN_DIR/.. nor plants a database beside DIR.
+    notes = _history_and_webhook(judged, target, out_dir is None, webhook_url, fail_on)
     if not quiet:
         _say(
             f"gpuval report: {run_dir}: {len(results.hosts)} host(s), {len(results.files)} file(s)"
