@@ -71,7 +71,10 @@ def _write_temporary(path: Path, data: bytes, mode: int | None) -> Path:
     temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}{TEMPORARY_SUFFIX}")
     # O_EXCL: a new file, never something (a link) that is already there.
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    descriptor = os.open(temporary, flags, NEW_FILE_MODE)
+    try:
+        descriptor = os.open(temporary, flags, NEW_FILE_MODE)
+    except OSError as problem:
+        raise output_problem(path, problem) from problem
     try:
         with os.fdopen(descriptor, "wb") as out:
             if mode is not None:  # a replaced file keeps its permissions
@@ -79,10 +82,19 @@ def _write_temporary(path: Path, data: bytes, mode: int | None) -> Path:
             out.write(data)
             out.flush()
             os.fsync(out.fileno())
-    except BaseException:
+    except BaseException as problem:
         temporary.unlink(missing_ok=True)
+        if isinstance(problem, OSError):
+            raise output_problem(path, problem) from problem
         raise
     return temporary
+
+
+def _replace(temporary: Path, path: Path) -> None:
+    try:
+        os.replace(temporary, path)  # replaces a link planted meanwhile, never follows it
+    except OSError as problem:
+        raise output_problem(path, problem) from problem
 
 
 def _sync_folder(folder: Path) -> None:
@@ -109,6 +121,7 @@ class OutputSet:
         self._contents[path] = content.encode("utf-8") if isinstance(content, str) else content
 
     def commit(self) -> None:
+        """Write every file (making missing folders); raises OutputError, nothing replaced."""
         for folder in {path.parent for path in self._contents}:
             try:
                 folder.mkdir(parents=True, exist_ok=True)
@@ -124,16 +137,12 @@ class OutputSet:
                 ) from problem
         modes = {path: existing_mode(path) for path in self._contents}
         temporaries: dict[Path, Path] = {}
-        current = None
         try:
-            for current, data in self._contents.items():
-                temporaries[current] = _write_temporary(current, data, modes[current])
-            for current, temporary in list(temporaries.items()):
-                os.replace(temporary, current)
-                del temporaries[current]
-        except OSError as problem:
-            assert current is not None  # an OSError comes from writing one of the files
-            raise output_problem(current, problem) from problem
+            for path, data in self._contents.items():
+                temporaries[path] = _write_temporary(path, data, modes[path])
+            for path, temporary in list(temporaries.items()):
+                _replace(temporary, path)
+                del temporaries[path]
         finally:
             for temporary in temporaries.values():
                 temporary.unlink(missing_ok=True)

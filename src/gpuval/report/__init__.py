@@ -18,8 +18,8 @@ __all__ = ["report_files", "write_report_files"]
 def report_files(results: RunResults, thresholds: Thresholds = DEFAULTS) -> dict[str, str | bytes]:
     """report.html, summary.json and junit.xml by name, rendered (nothing written).
     `thresholds`: those the checks were judged with (large-message size, outlier rule, band)."""
-    summary = json.dumps(build_summary(results, thresholds), indent=2, ensure_ascii=False,
-                         allow_nan=False)  # fmt: skip
+    document = build_summary(results, thresholds)
+    summary = json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False)
     return {
         "report.html": render_report(results, thresholds),
         "summary.json": summary + "\n",
