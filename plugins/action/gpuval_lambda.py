@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -227,6 +226,7 @@ class ActionModule(ActionBase):
         from gpuval.cloud.lambda_api import LambdaApiError
         from gpuval.cloud.provision import ProvisionError
         from gpuval.cloud.state import StateError
+        from gpuval.outputs import OutputError, write_json
 
         super().run(tmp, task_vars)
         _, params = self.validate_argument_spec(
@@ -241,13 +241,12 @@ class ActionModule(ActionBase):
         result: dict[str, Any] = {"changed": False, "check_mode": check_mode}
         try:
             act(params, check_mode, run_dir, result)
-        except (LambdaApiError, PlanRefused, ProvisionError, StateError) as problem:
+        except (LambdaApiError, PlanRefused, ProvisionError, StateError, OutputError) as problem:
             result["error"] = str(problem)
         # The task that passes the key is no_log, which hides its result: the playbook reads
         # this key-free record of the answer to print the plan or the error.
         outcome = run_dir / "lambda" / OUTCOME_FILES[params["state"]]
-        outcome.parent.mkdir(parents=True, exist_ok=True)
-        outcome.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        write_json(outcome, result)
         result["outcome_file"] = str(outcome)
         if "error" in result:
             result.update(failed=True, msg=result["error"])

@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -46,6 +45,7 @@ class ActionModule(ActionBase):
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         from gpuval import steps
+        from gpuval.outputs import OutputError, OutputSet, json_text
 
         result: dict[str, Any] = super().run(tmp, task_vars)
         _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
@@ -66,7 +66,11 @@ class ActionModule(ActionBase):
             "cwd": None, "env": {}, "exit_code": 1, "timed_out": False, "timeout_s": None,
             "started_at": now, "ended_at": now, "duration_s": 0, "skipped": None,
         }  # fmt: skip
-        dest.mkdir(parents=True, exist_ok=True)
-        (dest / f"{name}.txt").write_text(text, encoding="utf-8")
-        (dest / f"{name}.meta.json").write_text(json.dumps(sidecar, indent=2) + "\n", "utf-8")
+        record = OutputSet()  # the output and its sidecar together, or neither
+        record.add(dest / f"{name}.txt", text)
+        record.add(dest / f"{name}.meta.json", json_text(sidecar))
+        try:
+            record.commit()
+        except OutputError as problem:
+            return {**result, "failed": True, "msg": f"{text.strip()}; not recorded: {problem}"}
         return {**result, "changed": True, "step": name, "msg": text.strip()}

@@ -24,7 +24,6 @@ Default bounds, with their reasoning:
 from __future__ import annotations
 
 import fnmatch
-import json
 import math
 import statistics
 from collections.abc import Iterable, Sequence
@@ -37,6 +36,7 @@ from gpuval.archive import Archive, ArchiveError
 from gpuval.checks.model import Category, Check, Status
 from gpuval.checks.wording import number_text, percent
 from gpuval.figures import KeyFigure, figure_entry, figures_from_summary
+from gpuval.outputs import write_json
 from gpuval.runfolder import load_json
 from gpuval.schema import SchemaError, validate
 
@@ -196,9 +196,7 @@ def create_baseline(
         gpu_models={str(h["name"]): h.get("gpu_model") for h in results.get("hosts", [])},
         figures=figures,
     )
-    archive.baselines_dir.mkdir(parents=True, exist_ok=True)
-    path = archive.baseline_path(name)
-    path.write_text(json.dumps(baseline.document(), indent=2) + "\n", encoding="utf-8")
+    write_json(archive.baseline_path(name), baseline.document())  # raises OutputError
     return baseline
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpuval import __version__
+from gpuval.outputs import OutputError, write_output
 
 if TYPE_CHECKING:
     from gpuval.archive import Archive
@@ -44,8 +45,11 @@ Example:
 REPORT_HELP = """\
 Judge a run folder (RUN_DIR/run.json and RUN_DIR/raw/<host>/<file> plus a <file>.meta.json
 sidecar per raw output) and write results.json, measurements.csv, summary.json, junit.xml,
-report.html and gpuval.prom (Prometheus) into RUN_DIR (or --out); add the run to the history
-of its reports folder (RUN_DIR/../history.sqlite). Re-running it re-renders from raw/ alone.
+report.html and gpuval.prom (Prometheus) into RUN_DIR, each file whole or not at all, all of
+them or none (a full disk leaves the previous ones as they were; a symbolic link where an output
+goes is refused); add the run to the history of its reports folder (RUN_DIR/../history.sqlite).
+--out DIR writes the outputs there instead and leaves every history alone (a render elsewhere
+is none of the reports folder's run folders). Re-running it re-renders from raw/ alone.
 
 Besides the hardware, the run is judged with an acceptance profile (--profile; else the one
 the run folder records, profile.json) and against a baseline (--baseline; else the profile's;
@@ -200,7 +204,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     report = _command(commands, "report", "judge a run folder and write the report", REPORT_HELP)
     report.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="folder holding raw/")
-    report.add_argument("--out", type=Path, help="write outputs here instead of RUN_DIR")
+    report.add_argument(
+        "--out", type=Path, help="write the outputs here instead of RUN_DIR (no history)"
+    )
     report.add_argument(
         "--thresholds",
         type=Path,
@@ -393,7 +399,7 @@ def _history(args: argparse.Namespace) -> int:
         return _error("history", str(problem))
     print("\n".join(history_table(history)))
     page = args.html or archive.root / "history.html"
-    page.write_text(render_history(history, page.parent, str(archive.root)), encoding="utf-8")
+    write_output(page, render_history(history, page.parent, str(archive.root)))
     print(f"trend charts: {page}")
     return EXIT_OK
 
@@ -417,7 +423,7 @@ def _compare(args: argparse.Namespace) -> int:
         return _error("compare", f"cannot read the runs' results: {problem}")
     print("\n".join(comparison_lines(comparison)))
     page = args.html or run_b / "compare.html"
-    page.write_text(render_comparison(comparison), encoding="utf-8")
+    write_output(page, render_comparison(comparison))
     print(f"comparison page: {page}")
     return EXIT_FAIL if comparison.verdict == "fail" else EXIT_OK
 
@@ -482,7 +488,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "baseline": _baseline, "prune": _prune, "profile": _profile, "parse": _parse,
     }  # fmt: skip
     if args.command in handlers:
-        return handlers[args.command](args)
+        try:
+            return handlers[args.command](args)
+        except OutputError as problem:  # a page, record or baseline that could not be written
+            return _error(args.command, str(problem))
     from gpuval import parsers
 
     print("\n".join(parsers.known_tools()))

@@ -9,9 +9,11 @@ rules) and against a baseline (gpuval.baseline) when there are any:
 - baseline: `--baseline NAME` (`none`: no baseline); else the profile's; else the archive's
   `default` baseline when there is one.
 
-Then the outputs for automation: results.json, summary.json, junit.xml, measurements.csv,
-report.html, gpuval.prom (Prometheus), the run's rows in the reports folder's history database,
-and a webhook notification when the verdict fails and $GPUVAL_WEBHOOK_URL is set.
+Then the outputs: results.json, summary.json, junit.xml, measurements.csv, report.html,
+gpuval.prom (Prometheus) and profile.json, all rendered first and written together, all or none
+(gpuval.outputs: a failed render or a full disk leaves the previous ones whole); the run's rows
+in the history database of its reports folder (RUN_DIR/..; none with --out), and a webhook
+notification when the verdict fails and $GPUVAL_WEBHOOK_URL is set.
 
 Exit status: 0 pass, warn or unjudged; 1 fail; 2 error (bad input, or nothing measured).
 `fail_on="warn"` (or "unjudged") makes those verdicts, and any worse, exit 1: for acceptance
@@ -48,14 +50,15 @@ from gpuval.evidence import RunEvidence, build_evidence
 from gpuval.figures import KeyFigure
 from gpuval.history.store import HistoryError, RunEntry, index_run
 from gpuval.notify import payload, send
+from gpuval.outputs import OutputError, OutputSet, json_text
 from gpuval.profile import Profile, ProfileError, fits, load_profile, node_shape, parse_profile
 from gpuval.profile import profile_for as profile_for_shapes
 from gpuval.records.base import to_jsonable
-from gpuval.report import write_report_files
-from gpuval.report.prometheus import write_prometheus
+from gpuval.report import report_files
+from gpuval.report.prometheus import PROMETHEUS_FILE, prometheus_text
 from gpuval.report.summary import checks_by_host, key_figures
-from gpuval.report.tables import write_measurements
-from gpuval.results import RunResults, write_results
+from gpuval.report.tables import MEASUREMENTS_FILE, measurements_csv
+from gpuval.results import RESULTS_FILE, RunResults, results_json
 from gpuval.runfolder import RunFolder, RunFolderError, read_run_folder
 from gpuval.schema import SchemaError
 
@@ -162,20 +165,22 @@ def _progress(results: RunResults) -> list[str]:
     return lines
 
 
-def _write_report(results: RunResults, out_dir: Path, thresholds: Thresholds) -> Path | None:
-    """report.html, summary.json and junit.xml; None when rendering failed (a gpuval bug)."""
-    try:
-        write_report_files(results, out_dir, thresholds)
-    except OSError:
-        raise
-    except Exception as problem:  # results.json is written: the verdict must still be told
-        print(
-            f"gpuval report: the HTML report could not be rendered (a gpuval bug, please "
-            f"report it): {type(problem).__name__}: {problem}",
-            file=sys.stderr,
-        )
-        return None
-    return out_dir / "report.html"
+def rendered_outputs(judged: Judged, target: Path, prometheus_file: Path | None) -> OutputSet:
+    """Every file of a report, rendered into memory before any is written: a renderer that
+    fails leaves the previous files as they were, never half of them replaced."""
+    results = judged.results
+    outputs = OutputSet()
+    outputs.add(target / RESULTS_FILE, results_json(results))
+    outputs.add(target / MEASUREMENTS_FILE, measurements_csv(results.files))
+    for name, content in report_files(results, judged.thresholds).items():
+        outputs.add(target / name, content)
+    prometheus = prometheus_text(results, judged.figures)
+    outputs.add(target / PROMETHEUS_FILE, prometheus)
+    if prometheus_file is not None:
+        outputs.add(prometheus_file, prometheus)
+    if judged.profile is not None:
+        outputs.add(target / PROFILE_RECORD, json_text(judged.profile.record()))
+    return outputs
 
 
 def _say(message: str) -> None:
@@ -218,26 +223,22 @@ def resolve_judging(
     return Judging(thresholds, chosen, profile == AUTO, found)
 
 
-def _automation_outputs(
-    judged: Judged, run_dir: Path, target: Path, report: Path | None,
-    prometheus_file: Path | None, webhook_url: str | None, fail_on: Status,
-) -> list[str]:  # fmt: skip
-    """The Prometheus file, the history rows and the webhook; what to say about them. None of
-    them changes the verdict: a broken database or receiver is reported, never fatal."""
+def _history_and_webhook(
+    judged: Judged, target: Path, indexed: bool, webhook_url: str | None, fail_on: Status
+) -> list[str]:
+    """The history rows (when `indexed`) and the webhook; what to say about them. Neither
+    changes the verdict: a broken database or receiver is reported, never fatal."""
     results = judged.results
     said = []
-    write_prometheus(results, judged.figures, target, prometheus_file)
-    if judged.profile is not None:
-        (target / PROFILE_RECORD).write_text(
-            json.dumps(judged.profile.record(), indent=2) + "\n", encoding="utf-8"
-        )
     try:
-        index_run(Archive.of_run(target), RunEntry.from_results(results, judged.figures, target))
+        if indexed:
+            entry = RunEntry.from_results(results, judged.figures, target)
+            index_run(Archive.of_run(target), entry)
     except HistoryError as problem:
         said.append(f"history not updated: {problem}")
     if webhook_url and at_least_as_bad(results.verdict, fail_on):
         checks = [to_jsonable(c) for c in results.checks]
-        where = str(report or target / "results.json")
+        where = str(target / "report.html")
         said.append(send(webhook_url, payload(results.run_id, results.verdict, checks, where)))
     return said
 
@@ -266,25 +267,29 @@ def report_run(
     results = judged.results
     target = out_dir or run_dir
     try:
-        target.mkdir(parents=True, exist_ok=True)
-        write_results(results, target)
-        write_measurements(results.files, target)
-        report = _write_report(results, target, judged.thresholds)
-        notes = _automation_outputs(
-            judged, run_dir, target, report, prometheus_file, webhook_url, fail_on
-        )
-    except OSError as problem:
-        _say(
-            f"gpuval report: cannot write into {target}: {problem.strerror or problem}; "
-            "pass a writable folder with --out"
-        )
-        return exit_code("error")
+        outputs = rendered_outputs(judged, target, prometheus_file)
     except (SchemaError, Unresolvable) as problem:
         _say(
             f"gpuval report: results.json would not match its schema, nothing written "
             f"(a gpuval bug: please report it):\n{problem}"
         )
         return exit_code("error")
+    except Exception as problem:  # a renderer's bug: say so, and the verdict it cannot write
+        _say(
+            f"gpuval report: the report could not be rendered (a gpuval bug, please report it): "
+            f"{type(problem).__name__}: {problem}; verdict {results.verdict.upper()}, nothing "
+            f"written: the previous outputs in {target} are unchanged"
+        )
+        return exit_code("error")
+    try:
+        outputs.commit()
+    except OutputError as problem:
+        _say(f"gpuval report: {problem}")
+        return exit_code("error")
+    # A reports folder's history indexes its own run folders (what `gpuval history --rebuild`
+    # reads). A render elsewhere (--out: other thresholds, a read-only archive) is none of
+    # them: it neither replaces the run's row in RUN_DIR/.. nor plants a database beside DIR.
+    notes = _history_and_webhook(judged, target, out_dir is None, webhook_url, fail_on)
     if not quiet:
         _say(
             f"gpuval report: {run_dir}: {len(results.hosts)} host(s), {len(results.files)} file(s)"
@@ -299,7 +304,7 @@ def report_run(
         ]
         if any(judged_with):
             _say("judged with " + " and ".join(part for part in judged_with if part))
-    where = report or target / "results.json"
+    where = target / "report.html"
     _say(f"verdict: {results.verdict.upper()} ({_counts(results.checks)}); report: {where}")
     if not quiet:
         bad = [c for c in results.checks if c.status in ("fail", "error")]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from gpuval.checks.model import Check, Expectation, Status
@@ -69,10 +68,11 @@ def validation_sample(document: dict[str, Any]) -> dict[str, Any]:
     return {**document, "files": files}
 
 
-def write_results(results: RunResults, out_dir: Path) -> Path:
-    """Validate and write results.json; deterministic (sorted keys, fixed indent)."""
+RESULTS_FILE = "results.json"
+
+
+def results_json(results: RunResults) -> str:
+    """The content of results.json, validated; deterministic (sorted keys, fixed indent)."""
     document = results_document(results)
     validate(validation_sample(document), "results")
-    path = out_dir / "results.json"
-    path.write_text(json.dumps(document, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    return path
+    return json.dumps(document, indent=2, sort_keys=True) + "\n"

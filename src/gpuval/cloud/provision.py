@@ -18,7 +18,6 @@ instance named that way (one launched by a request whose answer was lost).
 from __future__ import annotations
 
 import json
-import os
 import re
 import socket
 import time
@@ -41,6 +40,7 @@ from gpuval.cloud.state import (
     state_path,
     write_state,
 )
+from gpuval.outputs import json_text, write_json, write_output
 
 INVENTORY_FILE = "inventory.yml"
 COST_FILE = "cost.json"
@@ -343,12 +343,6 @@ def cost_of(state: RunState, at: str | None = None) -> dict[str, Any]:
     }
 
 
-def _write_json(path: Path, document: object) -> None:
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
-    os.replace(temporary, path)
-
-
 def record_cost(run_dir: Path, state: RunState) -> None:
     """lambda/cost.json, and run.json's `cloud` section when the run folder has one (so
     results.json carries it as `meta.cloud`)."""
@@ -360,14 +354,14 @@ def record_cost(run_dir: Path, state: RunState) -> None:
         "plan": state.plan,
         "cost": state.cost if state.cost is not None else cost_of(state),
     }
-    _write_json(run_dir / STATE_DIR / COST_FILE, cloud)
+    write_json(run_dir / STATE_DIR / COST_FILE, cloud)
     run_json = run_dir / RUN_JSON
     try:
         document = json.loads(run_json.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return  # no run.json yet (the launch failed): cost.json is the record
     if isinstance(document, dict):
-        _write_json(run_json, {**document, "cloud": cloud})
+        write_json(run_json, {**document, "cloud": cloud})
 
 
 def host_variables(instance: Instance) -> dict[str, Any]:
@@ -417,5 +411,5 @@ def write_inventory(
         f"#   ansible-playbook -i inventory/lambda-launch.ini -i {path} \\\n"
         f"#     playbooks/benchmark.yml -e gpuval_run_id={run_dir.name}\n"
     )
-    path.write_text(header + json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    write_output(path, header + json_text(document))
     return path

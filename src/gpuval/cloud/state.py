@@ -2,8 +2,8 @@
 
 Every launched instance id is written before anything else happens to it, so whatever ends the
 run (a failure, Ctrl-C, the guard, a later `lambda_teardown.yml`) knows exactly what to terminate.
-Writes are atomic (a temporary file renamed into place) and serialised by a lock file, since the
-playbook and the guard process may both write.
+Writes are atomic (gpuval.outputs: a temporary file renamed into place) and serialised by a lock
+file, since the playbook and the guard process may both write.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from gpuval.outputs import write_json
 
 STATE_DIR = "lambda"
 STATE_FILE = "state.json"
@@ -101,17 +103,16 @@ def read_state(path: Path) -> RunState:
 
 
 def write_state(path: Path, state: RunState) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_text(json.dumps(state.to_dict(), indent=2) + "\n", encoding="utf-8")
-    os.replace(temporary, path)
+    write_json(path, state.to_dict())
 
 
 @contextmanager
 def state_lock(path: Path) -> Iterator[None]:
     """Exclusive access to the state file between processes (playbook, guard)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_name(f".{path.name}.lock"), "w", encoding="utf-8") as lock:
+    # Opened without truncating and never through a link: the lock file holds nothing.
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    with os.fdopen(os.open(path.with_name(f".{path.name}.lock"), flags, 0o644), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield

@@ -5,6 +5,10 @@ status and what it is), `checks` (every check, as results.json has it) and `meas
 key figures, gpuval.report.figures). `gpuval report` writes a run's rows (replacing any older
 ones of the same run id); `gpuval history --rebuild` makes the database afresh from the run
 folders' results.json and summary.json, so the history survives a deleted database.
+
+SQLite keeps each write whole (its journal): a full disk rolls the write back and leaves the
+runs already indexed as they were. A database path that is a symbolic link is refused, never
+opened: gpuval writes through no link.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpuval.archive import Archive
 from gpuval.figures import KeyFigure, figures_from_summary
+from gpuval.outputs import OutputError, existing_mode
 
 if TYPE_CHECKING:
     from gpuval.results import RunResults
@@ -132,8 +137,11 @@ class RunEntry:
 def connect(path: Path) -> Iterator[sqlite3.Connection]:
     """The database (created with its tables when new), committed when the block ends."""
     try:
+        existing_mode(path)  # refuses a link (or a folder) where the database goes
         path.parent.mkdir(parents=True, exist_ok=True)
         connection = sqlite3.connect(path, timeout=30)
+    except OutputError as problem:
+        raise HistoryError(str(problem)) from problem
     except (OSError, sqlite3.Error) as problem:
         raise HistoryError(f"{path}: cannot open the history database: {problem}") from problem
     with closing(connection):
@@ -151,6 +159,11 @@ def connect(path: Path) -> Iterator[sqlite3.Connection]:
             with connection:
                 yield connection
         except sqlite3.Error as problem:
+            if getattr(problem, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+                raise HistoryError(
+                    f"{path.parent}: the disk is full; nothing was written to {path.name} "
+                    "(SQLite rolled the write back): free some space there and run it again"
+                ) from problem
             raise HistoryError(
                 f"{path}: {problem}; `gpuval history --rebuild` remakes it"
             ) from problem
@@ -215,10 +228,19 @@ def rebuild(archive: Archive) -> RebuildResult:
             entries.append(RunEntry.from_folder(run_dir))
         except (OSError, ValueError, KeyError, TypeError) as problem:
             skipped.append(f"{run_dir.name}: {type(problem).__name__}: {problem}")
-    fresh = archive.history_path.with_suffix(".rebuilding")
-    fresh.unlink(missing_ok=True)
-    with connect(fresh) as connection:
-        for entry in entries:
-            _write(connection, entry)
-    fresh.replace(archive.history_path)
+    path = archive.history_path
+    fresh = path.with_suffix(".rebuilding")
+    try:
+        existing_mode(path)  # a link where the database goes is refused, not replaced
+        fresh.unlink(missing_ok=True)
+        with connect(fresh) as connection:
+            for entry in entries:
+                _write(connection, entry)
+        fresh.replace(path)
+    except OutputError as problem:
+        raise HistoryError(str(problem)) from problem
+    except OSError as problem:
+        raise HistoryError(f"{path}: cannot replace it: {problem.strerror or problem}") from problem
+    finally:
+        fresh.unlink(missing_ok=True)  # a rebuild that failed half-way leaves nothing behind
     return RebuildResult(len(entries), skipped)

@@ -6,22 +6,33 @@ import json
 from pathlib import Path
 
 from gpuval.checks.thresholds import DEFAULTS, Thresholds
+from gpuval.outputs import OutputSet
 from gpuval.report.html import render_report
 from gpuval.report.junit import junit_xml
 from gpuval.report.summary import build_summary
 from gpuval.results import RunResults
 
-__all__ = ["write_report_files"]
+__all__ = ["report_files", "write_report_files"]
+
+
+def report_files(results: RunResults, thresholds: Thresholds = DEFAULTS) -> dict[str, str | bytes]:
+    """report.html, summary.json and junit.xml by name, rendered (nothing written).
+    `thresholds`: those the checks were judged with (large-message size, outlier rule, band)."""
+    document = build_summary(results, thresholds)
+    summary = json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False)
+    return {
+        "report.html": render_report(results, thresholds),
+        "summary.json": summary + "\n",
+        "junit.xml": junit_xml(results),
+    }
 
 
 def write_report_files(
     results: RunResults, out_dir: Path, thresholds: Thresholds = DEFAULTS
 ) -> None:
-    """Write report.html, summary.json and junit.xml into `out_dir` (created if missing).
-    `thresholds`: those the checks were judged with (large-message size, outlier rule, band)."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "report.html").write_text(render_report(results, thresholds), encoding="utf-8")
-    document = build_summary(results, thresholds)
-    summary = json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False)
-    (out_dir / "summary.json").write_text(summary + "\n", encoding="utf-8")
-    (out_dir / "junit.xml").write_bytes(junit_xml(results))
+    """Write report.html, summary.json and junit.xml into `out_dir` (created if missing), all
+    three or none (gpuval.outputs)."""
+    outputs = OutputSet()
+    for name, content in report_files(results, thresholds).items():
+        outputs.add(out_dir / name, content)
+    outputs.commit()

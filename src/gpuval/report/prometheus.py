@@ -9,9 +9,8 @@ an alert is `gpuval_run_verdict{verdict="fail"} == 1`.
 from __future__ import annotations
 
 from datetime import datetime
-from pathlib import Path
 
-from prometheus_client import CollectorRegistry, Gauge, write_to_textfile
+from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
 from gpuval.checks.model import STATUS_ORDER, worst
 from gpuval.figures import KeyFigure
@@ -106,15 +105,7 @@ def build_registry(results: RunResults, figures: list[KeyFigure]) -> CollectorRe
     return registry
 
 
-def write_prometheus(
-    results: RunResults, figures: list[KeyFigure], out_dir: Path, copy_to: Path | None = None
-) -> Path:
-    """Write out_dir/gpuval.prom, and the same to `copy_to` (each atomically: written aside,
-    then renamed, so the collector never reads half a file)."""
-    registry = build_registry(results, figures)
-    path = out_dir / PROMETHEUS_FILE
-    write_to_textfile(str(path), registry)
-    if copy_to is not None:
-        copy_to.parent.mkdir(parents=True, exist_ok=True)
-        write_to_textfile(str(copy_to), registry)
-    return path
+def prometheus_text(results: RunResults, figures: list[KeyFigure]) -> bytes:
+    """The content of gpuval.prom (written through gpuval.outputs, renamed into place, so the
+    collector never reads half a file)."""
+    return generate_latest(build_registry(results, figures))

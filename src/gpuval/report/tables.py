@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -187,7 +186,9 @@ def measurements(files: Iterable[RawFile]) -> pd.DataFrame:
     return frame
 
 
-def write_measurements(files: Iterable[RawFile], out_dir: Path) -> Path:
-    path = out_dir / "measurements.csv"
-    measurements(files).to_csv(path, index=False)
-    return path
+MEASUREMENTS_FILE = "measurements.csv"
+
+
+def measurements_csv(files: Iterable[RawFile]) -> str:
+    """The content of measurements.csv."""
+    return str(measurements(files).to_csv(index=False))

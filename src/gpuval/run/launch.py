@@ -35,6 +35,7 @@ from typing import Any, TextIO
 
 from gpuval.archive import Archive
 from gpuval.checks.model import Status
+from gpuval.outputs import OutputSet, json_text
 from gpuval.pipeline import AUTO, PROFILE_RECORD, report_run
 from gpuval.profile import Profile
 from gpuval.run.progress import Progress, ticking
@@ -215,13 +216,11 @@ def _record_profile(request: RunRequest, extravars: dict[str, Any]) -> None:
     if request.profile is None:
         return
     run_dir = request.run_dir
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / PROFILE_RECORD).write_text(
-        json.dumps(request.profile.record(), indent=2) + "\n", encoding="utf-8"
-    )
-    thresholds = dataclasses.asdict(request.profile.thresholds)
     path = run_dir / "thresholds.json"
-    path.write_text(json.dumps(thresholds, indent=2) + "\n", encoding="utf-8")
+    records = OutputSet()
+    records.add(run_dir / PROFILE_RECORD, json_text(request.profile.record()))
+    records.add(path, json_text(dataclasses.asdict(request.profile.thresholds)))
+    records.commit()
     extravars["bench_pairs_thresholds_file"] = str(path.resolve())
 
 

@@ -1,0 +1,166 @@
+"""Writing the controller's outputs: each file whole or not at all, the files of one render all
+or none, never through a symbolic link.
+
+A file is written to a temporary file in its own folder, flushed to disk, then renamed over the
+old one (os.replace): a reader sees the old file or the new one, never an empty or half-written
+one, and a full disk leaves the old one as it was. An OutputSet renames only once every one of
+its files is written, so a report's files never disagree with each other. A path that is a
+symbolic link (or anything but a regular file) is refused, never followed: a link planted where
+an output goes cannot make gpuval overwrite what it points at.
+
+Every failure is one OutputError whose message names the folder (a full disk) or the file and
+the reason; nothing has been replaced when it is raised.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import secrets
+import stat
+from pathlib import Path
+
+DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
+TEMPORARY_SUFFIX = ".tmp"  # temporaries are hidden: .<name>.<random>.tmp beside <name>
+NEW_FILE_MODE = 0o666  # less the umask, as open() would make it
+
+
+class OutputError(Exception):
+    """An output that could not be written; the message says which and why."""
+
+
+def disk_full(folder: Path, what: str) -> OutputError:
+    return OutputError(
+        f"{folder}: the disk is full (no space left for {what}); nothing was replaced: free "
+        "some space there and run it again"
+    )
+
+
+def output_problem(path: Path, problem: OSError) -> OutputError:
+    """The OutputError for an OSError met writing `path`."""
+    if problem.errno in DISK_FULL:
+        return disk_full(path.parent, path.name)
+    return OutputError(f"{path}: cannot write it: {problem.strerror or problem}")
+
+
+def existing_mode(path: Path) -> int | None:
+    """The permission bits of the regular file at `path` (None: nothing there yet); raises
+    OutputError for a symbolic link, a folder or any other kind of file."""
+    try:
+        found = path.lstat().st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as problem:
+        raise output_problem(path, problem) from problem
+    if stat.S_ISLNK(found):
+        raise OutputError(
+            f"{path}: a symbolic link; gpuval never writes through a link: remove it, or write "
+            "somewhere else"
+        )
+    if stat.S_ISDIR(found):
+        raise OutputError(f"{path}: a folder; name a file to write")
+    if not stat.S_ISREG(found):
+        raise OutputError(f"{path}: not a regular file; name a plain file to write")
+    return stat.S_IMODE(found)
+
+
+def _write_temporary(path: Path, data: bytes, mode: int | None) -> Path:
+    """`data` in a new temporary file beside `path`, on disk (fsync); the temporary's path."""
+    temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}{TEMPORARY_SUFFIX}")
+    # O_EXCL: a new file, never something (a link) that is already there.
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        descriptor = os.open(temporary, flags, NEW_FILE_MODE)
+    except OSError as problem:
+        raise output_problem(path, problem) from problem
+    try:
+        with os.fdopen(descriptor, "wb") as out:
+            if mode is not None:  # a replaced file keeps its permissions
+                os.fchmod(out.fileno(), mode)
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+    except BaseException as problem:
+        temporary.unlink(missing_ok=True)
+        if isinstance(problem, OSError):
+            raise output_problem(path, problem) from problem
+        raise
+    return temporary
+
+
+def _replace(temporary: Path, path: Path) -> None:
+    try:
+        os.replace(temporary, path)  # replaces a link planted meanwhile, never follows it
+    except OSError as problem:
+        raise output_problem(path, problem) from problem
+
+
+def _sync_folder(folder: Path) -> None:
+    """Make the renames in `folder` durable. The files are in place already: a folder that
+    cannot be synced (some filesystems refuse) only risks the renames on a power loss."""
+    with contextlib.suppress(OSError):
+        descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
+
+
+class OutputSet:
+    """Files written together: every one to a temporary first, all renamed into place only
+    when all were written; on any failure the temporaries are removed and nothing is replaced.
+    (Renaming within a folder allocates nothing, so a full disk cannot stop it half-way.)"""
+
+    def __init__(self) -> None:
+        self._contents: dict[Path, bytes] = {}
+
+    def add(self, path: Path, content: str | bytes) -> None:
+        """Write `content` (text: UTF-8) to `path` when the set is committed."""
+        self._contents[path] = content.encode("utf-8") if isinstance(content, str) else content
+
+    def commit(self) -> None:
+        """Write every file (making missing folders); raises OutputError, nothing replaced."""
+        for folder in {path.parent for path in self._contents}:
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+            except FileExistsError as problem:
+                raise OutputError(
+                    f"{folder}: not a folder; name a folder to write into"
+                ) from problem
+            except OSError as problem:
+                if problem.errno in DISK_FULL:
+                    raise disk_full(folder.parent, folder.name) from problem
+                raise OutputError(
+                    f"{folder}: cannot make the folder: {problem.strerror or problem}"
+                ) from problem
+        modes = {path: existing_mode(path) for path in self._contents}
+        temporaries: dict[Path, Path] = {}
+        try:
+            for path, data in self._contents.items():
+                temporaries[path] = _write_temporary(path, data, modes[path])
+            for path, temporary in list(temporaries.items()):
+                _replace(temporary, path)
+                del temporaries[path]
+        finally:
+            for temporary in temporaries.values():
+                temporary.unlink(missing_ok=True)
+        for folder in {path.parent for path in self._contents}:
+            _sync_folder(folder)
+
+
+def write_output(path: Path, content: str | bytes) -> None:
+    """One file, whole or not at all (see OutputSet)."""
+    outputs = OutputSet()
+    outputs.add(path, content)
+    outputs.commit()
+
+
+def json_text(document: object) -> str:
+    """A JSON record as gpuval writes them: indented, one newline at the end."""
+    return json.dumps(document, indent=2) + "\n"
+
+
+def write_json(path: Path, document: object) -> None:
+    write_output(path, json_text(document))
