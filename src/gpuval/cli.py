@@ -489,7 +489,7 @@ def _prune(args: argparse.Namespace) -> int:
     if args.dry_run:
         return EXIT_OK
     if not args.yes:
-        if not sys.stdin.isatty():
+        if sys.stdin is None or not sys.stdin.isatty():
             words = ["--keep", str(args.keep), "--reports", str(archive.root)]
             words += ["--include-unjudged"] if args.include_unjudged else []
             return _error(
@@ -497,7 +497,11 @@ def _prune(args: argparse.Namespace) -> int:
                 "nothing deleted: no terminal to ask on; to delete the above, run "
                 f"`gpuval prune {shlex.join(words)} --yes`",
             )
-        if input("delete? [y/N] ").strip().lower() not in ("y", "yes"):
+        try:
+            answer = input("delete? [y/N] ")
+        except EOFError:  # Ctrl-D: no answer is no
+            answer = ""
+        if answer.strip().lower() not in ("y", "yes"):
             print("nothing deleted")
             return EXIT_OK
     trimmed = archive.trim(plan)

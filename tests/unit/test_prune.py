@@ -61,6 +61,9 @@ def test_on_a_terminal_it_asks_and_only_yes_deletes(
     assert main(["prune", "--keep", "1", "--reports", str(reports)]) == 0
     assert "nothing deleted" in capsys.readouterr().out
     assert (reports / "run-1" / "raw").is_dir()
+    monkeypatch.setattr("sys.stdin", _Terminal(""))  # Ctrl-D
+    assert main(["prune", "--keep", "1", "--reports", str(reports)]) == 0
+    assert (reports / "run-1" / "raw").is_dir()
     monkeypatch.setattr("sys.stdin", _Terminal("y\n"))
     assert main(["prune", "--keep", "1", "--reports", str(reports)]) == 0
     assert "delete? [y/N]" in capsys.readouterr().out
