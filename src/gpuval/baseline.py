@@ -36,6 +36,7 @@ from gpuval.archive import Archive, ArchiveError
 from gpuval.checks.model import Category, Check, Status
 from gpuval.checks.wording import number_text, percent
 from gpuval.figures import KeyFigure, figure_entry, figures_from_summary
+from gpuval.names import is_slug, slug
 from gpuval.outputs import write_json
 from gpuval.runfolder import load_json
 from gpuval.schema import SchemaError, validate
@@ -167,11 +168,20 @@ def _read_json(path: Path) -> dict[str, Any]:
 GOOD_VERDICTS = ("pass", "warn", "unjudged")
 
 
+def _baseline_name(name: str) -> str:
+    """A name that stays a file of baselines/ (gpuval.names), else a BaselineError."""
+    try:
+        return slug(name, "baseline name")
+    except ValueError as problem:
+        raise BaselineError(str(problem)) from problem
+
+
 def create_baseline(
     archive: Archive, run_reference: str, name: str, force: bool = False
 ) -> Baseline:
     """Write baselines/<name>.json from a judged run's key figures. A run whose verdict is fail
     or error is no known-good run: refused unless `force`."""
+    _baseline_name(name)
     try:
         run_dir = archive.resolve_run(run_reference)
     except ArchiveError as problem:
@@ -184,7 +194,14 @@ def create_baseline(
             f"{run_dir}: verdict {verdict.upper()}: a baseline is a known-good run; judge a good "
             "run, or pass --force to keep this one anyway"
         )
-    figures = figures_from_summary(summary)
+    try:
+        figures = figures_from_summary(summary)
+        gpu_models = {str(h["name"]): h.get("gpu_model") for h in results.get("hosts", [])}
+    except (KeyError, TypeError, ValueError, AttributeError) as problem:
+        raise BaselineError(
+            f"{run_dir}: summary.json or results.json is malformed ({type(problem).__name__}: "
+            f"{problem}); judge the run again with `gpuval report {run_dir}`"
+        ) from problem
     if not figures:
         raise BaselineError(f"{run_dir}: no key figures in summary.json: nothing to compare with")
     baseline = Baseline(
@@ -193,17 +210,21 @@ def create_baseline(
         run_id=str(summary.get("run_id")),
         run_dir=str(run_dir.resolve()),
         verdict=verdict,
-        gpu_models={str(h["name"]): h.get("gpu_model") for h in results.get("hosts", [])},
+        gpu_models=gpu_models,
         figures=figures,
     )
+    try:
+        validate(baseline.document(), "baseline")
+    except SchemaError as problem:
+        raise BaselineError(f"{run_dir}: its key figures make no baseline: {problem}") from problem
     write_json(archive.baseline_path(name), baseline.document())  # raises OutputError
     return baseline
 
 
 def load_baseline(archive: Archive, name: str) -> Baseline:
-    path = archive.baseline_path(name)
+    path = archive.baseline_path(_baseline_name(name))
     if not path.is_file():
-        known = ", ".join(b.name for b in list_baselines(archive)) or "none yet"
+        known = ", ".join(baseline_names(archive)) or "none yet"
         raise BaselineError(
             f"no baseline {name!r} in {archive.baselines_dir} (known: {known}); "
             "make one with `gpuval baseline create RUN_DIR --name NAME`"
@@ -216,12 +237,22 @@ def load_baseline(archive: Archive, name: str) -> Baseline:
     return Baseline.from_document(document)
 
 
+def baseline_names(archive: Archive) -> list[str]:
+    """The names of the baseline files of the archive, read or not (other files are no
+    baselines: gpuval never writes a name that is not a slug)."""
+    return sorted(
+        path.stem
+        for path in archive.baselines_dir.glob("*.json")
+        if is_slug(path.stem) and path.is_file()
+    )
+
+
 def list_baselines(archive: Archive) -> list[Baseline]:
     """Every readable baseline, by name; unreadable files are left out (load names them)."""
     found = []
-    for path in sorted(archive.baselines_dir.glob("*.json")):
+    for name in baseline_names(archive):
         try:
-            found.append(load_baseline(archive, path.stem))
+            found.append(load_baseline(archive, name))
         except BaselineError:
             continue
     return found

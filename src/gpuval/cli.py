@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpuval import __version__
+from gpuval.options import change_fraction, count, slug_option
 from gpuval.outputs import OutputError, write_output
 
 if TYPE_CHECKING:
@@ -122,8 +124,13 @@ Keep the newest --keep run folders of a reports folder whole; of older ones keep
 judgement (run.json, results.json, summary.json, profile.json), so `gpuval history` and
 `--rebuild` still know every run while the raw outputs and reports go.
 
-Example:
-  gpuval prune --keep 14 --reports /var/lib/gpuval/reports"""
+Lists what it would delete and asks first (on a terminal; elsewhere pass --yes). Only run
+folders are touched: folders of the reports folder, not links, whose run.json names a run id.
+An old run never judged (no results.json) keeps its raw outputs unless --include-unjudged.
+
+Examples:
+  gpuval prune --keep 14 --dry-run
+  gpuval prune --keep 14 --reports /var/lib/gpuval/reports --yes"""
 
 PROFILE_HELP = """\
 Acceptance profiles: what a run measures (phases, benchmarks, message sizes, repeats) and how it
@@ -153,8 +160,9 @@ def _judging_options(parser: argparse.ArgumentParser) -> None:
         help="the least severe verdict that exits 1 (default fail; unjudged and warn are stricter)",
     )
     parser.add_argument(
-        "--baseline", metavar="NAME", help="judge against this baseline too (`none`: no baseline)"
-    )
+        "--baseline", type=slug_option("baseline name"), metavar="NAME",
+        help="judge against this baseline too (`none`: no baseline)",
+    )  # fmt: skip
     parser.add_argument(
         "--prometheus",
         type=Path,
@@ -192,7 +200,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="Ansible extra variables, key=value or JSON or @file (repeatable)",
     )  # fmt: skip
     run.add_argument("--playbook", metavar="PLAYBOOK", help="another playbook (path or collection)")
-    run.add_argument("--run-id", metavar="ID", help="the run id (default: the UTC time)")
+    run.add_argument(
+        "--run-id", type=slug_option("run id"), metavar="ID",
+        help="the run id (default: the UTC time)",
+    )  # fmt: skip
     run.add_argument(
         "--provision", metavar="PROVIDER", help="rent the nodes from a provider (none ships yet)"
     )
@@ -232,8 +243,9 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("run_a", metavar="RUN_A")
     compare.add_argument("run_b", metavar="RUN_B")
     compare.add_argument(
-        "--threshold", type=float, default=None, metavar="FRACTION",
-        help="a change worse than this is a regression (default 0.10)",
+        "--threshold", type=change_fraction, default=None, metavar="FRACTION",
+        help="a change worse than this is a regression (default 0.10; 0: any change for the "
+        "worse)",
     )  # fmt: skip
     compare.add_argument(
         "--html", type=Path, metavar="FILE", help="the page (default RUN_B/compare.html)"
@@ -244,7 +256,10 @@ def build_parser() -> argparse.ArgumentParser:
     baseline_commands = baseline.add_subparsers(dest="action", required=True, metavar="ACTION")
     create = _command(baseline_commands, "create", "keep a run's figures", BASELINE_HELP)
     create.add_argument("run_dir", metavar="RUN_DIR", help="a judged run folder, or its run id")
-    create.add_argument("--name", default="default", help="the baseline's name (default: default)")
+    create.add_argument(
+        "--name", type=slug_option("baseline name"), default="default",
+        help="the baseline's name (default: default)",
+    )  # fmt: skip
     create.add_argument("--force", action="store_true", help="even from a failing run")
     _reports_option(create)
     listing = _command(baseline_commands, "list", "the baselines", BASELINE_HELP)
@@ -252,8 +267,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     prune = _command(commands, "prune", "trim old run folders, keep the history", PRUNE_HELP)
     prune.add_argument(
-        "--keep", type=int, required=True, metavar="N", help="run folders kept whole"
+        "--keep", type=count, required=True, metavar="N", help="run folders kept whole"
     )
+    prune.add_argument("--yes", action="store_true", help="delete without asking")
+    prune.add_argument("--dry-run", action="store_true", help="only list what would go")
+    prune.add_argument(
+        "--include-unjudged", action="store_true",
+        help="trim old runs never judged too (their raw outputs are all there is of them)",
+    )  # fmt: skip
     _reports_option(prune)
 
     profile = _command(commands, "profile", "acceptance profiles", PROFILE_HELP)
@@ -388,6 +409,11 @@ def _history(args: argparse.Namespace) -> int:
     from gpuval.history.trends import history_table, load_history, render_history
 
     archive = _archive(args)
+    if not archive.root.is_dir():
+        problem = "not a folder" if archive.root.exists() else "no such folder"
+        return _error(
+            "history", f"{archive.root}: {problem}; name the reports folder with --reports DIR"
+        )
     try:
         if args.rebuild or not archive.history_path.exists():
             rebuilt = rebuild(archive)
@@ -416,7 +442,8 @@ def _compare(args: argparse.Namespace) -> int:
     archive = _archive(args)
     try:
         run_a, run_b = archive.resolve_run(args.run_a), archive.resolve_run(args.run_b)
-        comparison = compare_runs(run_a, run_b, args.threshold or REGRESSION_FRACTION)
+        threshold = REGRESSION_FRACTION if args.threshold is None else args.threshold
+        comparison = compare_runs(run_a, run_b, threshold)
     except ArchiveError as problem:
         return _error("compare", str(problem))
     except (OSError, ValueError, KeyError) as problem:
@@ -456,9 +483,34 @@ def _baseline(args: argparse.Namespace) -> int:
 
 def _prune(args: argparse.Namespace) -> int:
     archive = _archive(args)
-    if args.keep < 0:
-        return _error("prune", "--keep must be 0 or more")
-    trimmed = archive.trim(args.keep)
+    plan = archive.trim_plan(args.keep, args.include_unjudged)
+    for folder in plan.unjudged:
+        print(f"keeping {folder}: never judged (--include-unjudged trims it too)")
+    if not plan.removals:
+        print(f"nothing to trim in {archive.root}")
+        return EXIT_OK
+    print(f"would delete, keeping the judgement of {len(plan.removals)} run folder(s):")
+    for folder, entries in plan.removals.items():
+        print(f"  {folder}/: {', '.join(e.name for e in entries)}")
+    if args.dry_run:
+        return EXIT_OK
+    if not args.yes:
+        if sys.stdin is None or not sys.stdin.isatty():
+            words = ["--keep", str(args.keep), "--reports", str(archive.root)]
+            words += ["--include-unjudged"] if args.include_unjudged else []
+            return _error(
+                "prune",
+                "nothing deleted: no terminal to ask on; to delete the above, run "
+                f"`gpuval prune {shlex.join(words)} --yes`",
+            )
+        try:
+            answer = input("delete? [y/N] ")
+        except EOFError:  # Ctrl-D: no answer is no
+            answer = ""
+        if answer.strip().lower() not in ("y", "yes"):
+            print("nothing deleted")
+            return EXIT_OK
+    trimmed = archive.trim(plan)
     print(f"trimmed {len(trimmed)} run folder(s) of {archive.root} to their judgement")
     return EXIT_OK
 

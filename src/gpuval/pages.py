@@ -27,6 +27,13 @@ def json_for_script(value: Any) -> Markup:
     return Markup(text)
 
 
+def plotly_text(text: str) -> str:
+    """Text that Plotly shows as written. Plotly reads tags in trace names, tick labels, titles
+    and hover text (<a href> makes a live link), so a name a node chose must reach it with its
+    markup characters as entities, which Plotly shows as the characters themselves."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 @cache
 def plotly_js() -> Markup:
     """plotly.min.js as the plotly package ships it, read without importing plotly (slow)."""

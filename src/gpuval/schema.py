@@ -44,3 +44,9 @@ def validate(document: Any, name: str) -> None:
             f"{'/'.join(map(str, p.absolute_path)) or '<root>'}: {p.message}" for p in problems
         ]
         raise SchemaError(f"{name}: {len(problems)} violation(s):\n  " + "\n  ".join(lines[:20]))
+
+
+@cache
+def fragment_validator(reference: str) -> Draft202012Validator:
+    """The validator for a part of a schema, e.g. `profile.schema.json#/properties/thresholds`."""
+    return Draft202012Validator({"$ref": reference}, registry=_registry())

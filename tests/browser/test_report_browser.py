@@ -157,3 +157,19 @@ def test_hosts_that_did_not_fail_are_shown_as_warned(rendered: Rendered) -> None
     badges = re.findall(r'<span class="status status-(\w+)">(\w+)</span>', hosts)
     assert all(kind == label for kind, label in badges)
     assert {label for _, label in badges} == {"fail", "warn"}
+
+
+def test_a_host_named_like_a_link_is_text_in_the_charts(tmp_path: Path, chromium: Browser) -> None:
+    """Plotly reads tags in legends and tick labels: a node that names itself like a link must
+    show as that text, never as a link in the drawn chart."""
+    link = '<a href="https:evil.example">node2'  # no '/': it names a folder of raw/
+    run = write_run(tmp_path / "run", hosts=["node1", link, "node3", "node4"],
+                    slow_collectives=(link,), slow_nic=link, pairs=True)  # fmt: skip
+    out = tmp_path / "report"
+    out.mkdir()
+    write_report_files(judge(run), out)
+    done = chromium(out / "report.html", "--window-size=1400,3000", "--dump-dom")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert 'data-charts-rendered="' in done.stdout
+    assert "evil.example" in done.stdout  # the name is shown ...
+    assert not re.search(r"<a[^>]*evil\.example", done.stdout)  # ... and is no link

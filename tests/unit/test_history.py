@@ -161,7 +161,7 @@ def test_compare_names_a_regression_with_both_numbers(tmp_path: Path) -> None:
 def test_prune_keeps_the_newest_runs_whole_and_the_judgement_of_the_others(
     three_runs: Path,
 ) -> None:
-    assert main(["prune", "--keep", "1", "--reports", str(three_runs)]) == 0
+    assert main(["prune", "--keep", "1", "--reports", str(three_runs), "--yes"]) == 0
     for name in ("run-1", "run-2"):
         kept = {p.name for p in (three_runs / name).iterdir()}
         assert {"run.json", "results.json", "summary.json"} <= kept <= set(KEPT_WHEN_TRIMMED)

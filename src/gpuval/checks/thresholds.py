@@ -50,8 +50,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from gpuval.schema import fragment_validator
 
 MIB = 1024 * 1024
 
@@ -93,38 +98,80 @@ class Thresholds:
 DEFAULTS = Thresholds()
 
 
+# Each pair is one band, (lower, upper): a reading below `lower` fails, below `upper` warns. Equal
+# bounds are a band without a warning zone; a lower bound above the upper one makes no sense.
+ORDERED_BANDS: tuple[tuple[str, str], ...] = (
+    ("busbw_fail_fraction", "busbw_pass_fraction"),
+    ("p2p_fail_fraction", "p2p_pass_fraction"),
+    ("p2p_sibling_fail_fraction", "p2p_sibling_warn_fraction"),
+    ("pair_line_rate_fail_fraction", "pair_line_rate_warn_fraction"),
+    ("pair_rdma_line_rate_fail_fraction", "pair_rdma_line_rate_warn_fraction"),
+    ("burn_fail_fraction", "burn_pass_fraction"),
+    ("burn_sibling_fail_fraction", "burn_sibling_warn_fraction"),
+)
+# The types and ranges of every threshold (fractions from 0 to 1, counts, hours) are written once,
+# in the profile schema; a --thresholds file is held to the same section.
+SCHEMA_SECTION = "profile.schema.json#/properties/thresholds"
+
+
+def threshold_problems(written: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(key, what is wrong) for what the schema cannot say about threshold values already of the
+    right types and ranges: every number finite (NaN passes every range check: a comparison with
+    it is always false), and each band of ORDERED_BANDS ordered, the defaults filling in the
+    bound not written."""
+    problems = [
+        (key, f"{value!r} is not allowed: a threshold is a finite number")
+        for key, value in written.items()
+        if isinstance(value, float) and not math.isfinite(value)
+    ]
+    if problems:
+        return problems
+    merged = {**dataclasses.asdict(DEFAULTS), **written}
+    for lower, upper in ORDERED_BANDS:
+        if merged[lower] > merged[upper]:
+            values = f"{merged[lower]:g} > {merged[upper]:g}"
+            why = f"below {lower} a reading fails, below {upper} it warns"
+            if lower in written:
+                problems.append((lower, f"must not exceed {upper} ({values}): {why}"))
+            else:
+                problems.append((upper, f"must not be below {lower} ({values}): {why}"))
+    return problems
+
+
 def load_thresholds(path: Path | None) -> Thresholds:
-    """The defaults, overridden by the keys of a JSON object file (unknown keys are errors, so a
-    typo cannot silently keep a default)."""
+    """The defaults, overridden by the keys of a JSON object file, held to the profile schema's
+    thresholds and to `threshold_problems` (unknown keys are errors, so a typo cannot silently
+    keep a default)."""
     if path is None:
         return DEFAULTS
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ThresholdsError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ThresholdsError(f"{path}: not UTF-8 text (byte {exc.start})") from exc
     except json.JSONDecodeError as exc:
         raise ThresholdsError(
             f"{path}: not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
         ) from exc
     if not isinstance(document, dict):
         raise ThresholdsError(f"{path}: must hold a JSON object of threshold names to numbers")
-    fields = {f.name: f for f in dataclasses.fields(Thresholds)}
+    fields = {f.name: f.type for f in dataclasses.fields(Thresholds)}
     unknown = sorted(set(document) - set(fields))
     if unknown:
         raise ThresholdsError(
             f"{path}: unknown threshold(s) {', '.join(unknown)}; known: {', '.join(fields)}"
         )
-    values: dict[str, object] = {}
-    for key, value in document.items():
-        if str(fields[key].type).startswith("tuple"):  # a list of codes, e.g. xid_benign_codes
-            if not isinstance(value, list) or not all(
-                isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value
-            ):
-                raise ThresholdsError(f"{path}: {key} must be a list of non-negative whole "
-                                      f"numbers, not {value!r}")  # fmt: skip
-            values[key] = tuple(value)
-            continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-            raise ThresholdsError(f"{path}: {key} must be a non-negative number, not {value!r}")
-        values[key] = int(value) if fields[key].type == "int" else float(value)
-    return dataclasses.replace(DEFAULTS, **values)  # type: ignore[arg-type]
+    wrong = [
+        (str(p.absolute_path[0]), f"{p.instance!r} is not allowed: {p.message}"
+         + (f"; expects {p.schema['description']}" if "description" in p.schema else ""))
+        for p in fragment_validator(SCHEMA_SECTION).iter_errors(document)
+    ] or threshold_problems(document)  # fmt: skip
+    if wrong:
+        raise ThresholdsError("\n".join(f"{path}: key {key}: {what}" for key, what in wrong))
+    values: dict[str, Any] = {
+        key: tuple(value) if isinstance(value, list) else int(value) if fields[key] == "int"
+        else float(value)
+        for key, value in document.items()
+    }  # fmt: skip
+    return dataclasses.replace(DEFAULTS, **values)

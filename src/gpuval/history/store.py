@@ -130,6 +130,8 @@ class RunEntry:
             json.loads((run_dir / name).read_text(encoding="utf-8"))
             for name in ("results.json", "summary.json")
         )
+        if not isinstance(results, dict) or not isinstance(summary, dict):
+            raise ValueError("results.json and summary.json must each hold a JSON object")
         return cls.from_documents(results, figures_from_summary(summary), run_dir)
 
 
@@ -226,7 +228,7 @@ def rebuild(archive: Archive) -> RebuildResult:
     for run_dir in archive.run_folders():
         try:
             entries.append(RunEntry.from_folder(run_dir))
-        except (OSError, ValueError, KeyError, TypeError) as problem:
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as problem:
             skipped.append(f"{run_dir.name}: {type(problem).__name__}: {problem}")
     path = archive.history_path
     fresh = path.with_suffix(".rebuilding")

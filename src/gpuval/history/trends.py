@@ -17,7 +17,7 @@ from typing import Any
 
 from gpuval.archive import Archive
 from gpuval.history.store import connect
-from gpuval.pages import render_page
+from gpuval.pages import plotly_text, render_page
 
 # More hosts than this on one chart: the median, the min-max band and the worst few instead.
 MAX_LINES = 8
@@ -184,7 +184,8 @@ def _trend_figure(name: str, trends: list[Trend], runs: list[RunRow]) -> dict[st
     hover = "%{fullData.name}<br>run %{customdata}<br>%{y} " + unit + "<extra></extra>"
     if len(trends) <= MAX_LINES:
         data = [
-            {**line, "name": t.host, "y": list(t.values), "hovertemplate": hover} for t in trends
+            {**line, "name": plotly_text(t.host), "y": list(t.values), "hovertemplate": hover}
+            for t in trends
         ]
     else:
         columns = list(zip(*(t.values for t in trends), strict=True))
@@ -207,13 +208,18 @@ def _trend_figure(name: str, trends: list[Trend], runs: list[RunRow]) -> dict[st
             key=lambda t: last[t.host] if t.higher_is_better else -last[t.host],
         )[:WORST_SHOWN]
         data += [
-            {**line, "name": f"{t.host} (worst)", "y": list(t.values), "hovertemplate": hover}
+            {
+                **line,
+                "name": plotly_text(f"{t.host} (worst)"),
+                "y": list(t.values),
+                "hovertemplate": hover,
+            }
             for t in worst
         ]
     return {
         "data": data,
         "layout": {
-            "title": {"text": f"{name} ({unit})", "font": {"size": 14}},
+            "title": {"text": plotly_text(f"{name} ({unit})"), "font": {"size": 14}},
             "height": 320,
             "margin": {"l": 60, "r": 20, "t": 40, "b": 60},
             "xaxis": {"type": "category", "title": {"text": "run start"}},

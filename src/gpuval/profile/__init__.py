@@ -12,6 +12,7 @@ A bad profile is a ProfileError naming the file, the line, the key and what it e
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -25,7 +26,8 @@ from jsonschema.exceptions import ValidationError
 
 from gpuval.baseline import DEFAULT_RULES, Rule
 from gpuval.catalog import find_system, identify_gpu
-from gpuval.checks.thresholds import DEFAULTS, Thresholds
+from gpuval.checks.thresholds import DEFAULTS, Thresholds, threshold_problems
+from gpuval.names import is_slug
 from gpuval.schema import validator
 
 if TYPE_CHECKING:
@@ -229,17 +231,19 @@ def _semantic_problems(document: dict[str, Any]) -> list[tuple[list[Any], str]]:
         found.append(
             (["hardware", "system"], f'{system!r} is not a catalog system ("HGX A100 8-GPU")')
         )
-    thresholds = dataclasses.replace(DEFAULTS, **_threshold_values(document))
-    for prefix in ("busbw", "p2p", "burn"):
-        if getattr(thresholds, f"{prefix}_fail_fraction") > getattr(
-            thresholds, f"{prefix}_pass_fraction"
-        ):
-            found.append(
-                (
-                    ["thresholds", f"{prefix}_fail_fraction"],
-                    f"must not exceed {prefix}_pass_fraction",
-                )
+    found += [
+        (["thresholds", key], what)
+        for key, what in threshold_problems(document.get("thresholds", {}))
+    ]
+    for index, rule in enumerate(document.get("baseline", {}).get("rules", [])):
+        found += [
+            (
+                ["baseline", "rules", index, key],
+                f"{value!r} is not allowed: a bound is a finite number",
             )
+            for key, value in rule.items()
+            if isinstance(value, float) and not math.isfinite(value)
+        ]
     sizes = document.get("message_sizes", {})
     if size_bytes(sizes.get("min_bytes", "1")) > size_bytes(sizes.get("max_bytes", "1G")):
         found.append((["message_sizes", "min_bytes"], "must not exceed max_bytes"))
@@ -291,9 +295,15 @@ def load_profile(reference: str) -> Profile:
             text = path.read_text(encoding="utf-8")
         except OSError as problem:
             raise ProfileError(f"{path}: cannot read: {problem.strerror or problem}") from problem
+        except UnicodeDecodeError as problem:
+            line = problem.object[: problem.start].count(b"\n") + 1
+            raise ProfileError(
+                f"{path}:{line}: not UTF-8 text; save the profile as UTF-8"
+            ) from problem
         return parse_profile(text, str(path))
+    # a shipped name names a file of shipped/: only a slug, so it cannot reach outside it
     entry = _shipped_dir().joinpath(f"{reference}.yaml")
-    if not entry.is_file():
+    if not is_slug(reference) or not entry.is_file():
         raise ProfileError(
             f"no profile {reference!r}: name a shipped one ({', '.join(shipped_names())}) "
             "or a YAML file"

@@ -18,6 +18,7 @@ from gpuval.checks.model import CLUSTER, Expectation
 from gpuval.checks.nccl import Sample, judged_sample
 from gpuval.checks.references import collective_name, is_multinode, run_hosts
 from gpuval.checks.thresholds import Thresholds
+from gpuval.pages import plotly_text
 from gpuval.records.nccl import NcclRun
 from gpuval.report.tables import ToolRun, tool_runs
 from gpuval.results import RunResults
@@ -269,7 +270,10 @@ def _peak_marks(peak: Expectation, low: float) -> tuple[list[dict[str, Any]], di
     return [band, line], label
 
 
-def _line(name: str, sizes: Iterable[int], values: Iterable[float], **style: Any) -> dict[str, Any]:
+def _line(
+    label: str, sizes: Iterable[int], values: Iterable[float], **style: Any
+) -> dict[str, Any]:
+    name = plotly_text(label)  # a host or file name: the node chose it
     return {
         "type": "scatter",
         "mode": "lines+markers",
@@ -351,7 +355,7 @@ def busbw_figure(
     return {
         "data": traces,
         "layout": {
-            "title": {"text": title},
+            "title": {"text": plotly_text(title)},
             "font": FONT,
             "height": 420,
             "margin": {"l": 60, "r": 20, "t": 50, "b": 50},
@@ -442,9 +446,10 @@ def pair_matrix_figure(
     """A hosts x hosts heatmap of pair values (directed: row = sender, column = receiver);
     cells in `marked` (cell -> status) carry a red cross, so a flagged node shows as a line."""
     z = [[values.get((row, column)) for column in hosts] for row in hosts]
+    labels = [plotly_text(host) for host in hosts]  # host names are the node's to choose
     present = [v for v in values.values() if v is not None]
     heatmap: dict[str, Any] = {
-        "type": "heatmap", "z": z, "x": hosts, "y": hosts, "zmin": 0,
+        "type": "heatmap", "z": z, "x": labels, "y": labels, "zmin": 0,
         "zmax": max(present, default=1.0), "colorscale": BANDWIDTH_COLOURS,
         "hoverongaps": False, "colorbar": {"title": {"text": unit}, "thickness": 12},
         "hovertemplate": "%{y} → %{x}: %{z:.3g} " + unit + "<extra></extra>",
@@ -455,7 +460,8 @@ def pair_matrix_figure(
     cells = sorted(marked, key=lambda cell: (position[cell[0]], position[cell[1]]))
     crosses = {
         "type": "scatter", "mode": "markers", "name": "not passing",
-        "x": [column for _, column in cells], "y": [row for row, _ in cells],
+        "x": [labels[position[column]] for _, column in cells],
+        "y": [labels[position[row]] for row, _ in cells],
         "text": [marked[cell] for cell in cells],
         "marker": {"symbol": "x-thin", "color": "#dc2626", "line": {"width": 2, "color": "#dc2626"},
                    "size": max(4, min(14, PAIR_MATRIX_SPAN // max(len(hosts), 1) // 2))},

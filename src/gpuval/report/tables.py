@@ -188,7 +188,31 @@ def measurements(files: Iterable[RawFile]) -> pd.DataFrame:
 
 MEASUREMENTS_FILE = "measurements.csv"
 
+# A spreadsheet runs a cell that starts with one of these as a formula (OWASP, CSV injection):
+# "=HYPERLINK(...)" as a host name would be live. Text cells that do get a leading "'", which
+# the spreadsheet shows as the text as written; numbers (-3.5) stay numbers.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _inert_cell(value: Any) -> Any:
+    if not isinstance(value, str) or not value.startswith(FORMULA_STARTS):
+        return value
+    try:
+        float(value)
+    except ValueError:
+        return "'" + value
+    return value
+
+
+def spreadsheet_safe(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` with every text cell that a spreadsheet would run as a formula made inert."""
+    safe = frame.copy()
+    for column in safe.columns:
+        if not pd.api.types.is_numeric_dtype(safe[column]):  # text, whatever its dtype
+            safe[column] = safe[column].map(_inert_cell)
+    return safe
+
 
 def measurements_csv(files: Iterable[RawFile]) -> str:
-    """The content of measurements.csv."""
-    return str(measurements(files).to_csv(index=False))
+    """The content of measurements.csv, every text cell inert in a spreadsheet."""
+    return str(spreadsheet_safe(measurements(files)).to_csv(index=False))

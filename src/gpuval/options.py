@@ -1,0 +1,47 @@
+"""argparse types for the options of `gpuval`: an input rule broken is a usage error (exit 2)
+naming the option, before anything is read or written."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+
+from gpuval.names import slug
+
+
+def slug_option(what: str) -> Callable[[str], str]:
+    """An argparse type: the value when it is a slug (gpuval.names), else a usage error."""
+
+    def checked(text: str) -> str:
+        try:
+            return slug(text, what)
+        except ValueError as problem:
+            raise argparse.ArgumentTypeError(str(problem)) from problem
+
+    return checked
+
+
+def count(text: str) -> int:
+    """An argparse type: a whole number, 0 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not allowed: a whole number, 0 or more")
+    return value
+
+
+def change_fraction(text: str) -> float:
+    """An argparse type: a finite fraction, 0 or more (a change of 0 is none; a NaN or negative
+    threshold would make no change, or every change, a regression)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not allowed: a finite fraction, 0 or more (0.05 is 5 %)"
+        )
+    return value
