@@ -206,7 +206,8 @@ def checked_api_key(raw: str) -> str:
     key = raw.strip()
     if not key:
         raise LambdaApiError(
-            f"no API key: set {API_KEY_ENV} (or give lambda_api_key from Ansible Vault)",
+            f"no API key: set {API_KEY_ENV}, or give it from Ansible Vault (api_key of the "
+            "inventory plugin, lambda_cloud_api_key of role lambda_cloud)",
             code=CODE_INVALID_KEY,
             suggestion="create one at https://cloud.lambda.ai/api-keys",
         )
