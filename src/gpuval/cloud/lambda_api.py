@@ -213,7 +213,11 @@ def checked_api_key(raw: str) -> str:
         )
     for position, character in enumerate(key, start=1):
         if character not in KEY_CHARACTERS:
-            kind = "a control character" if character.isascii() else "a non-ASCII character"
+            kind = (
+                "whitespace" if character.isspace()
+                else "a control character" if character.isascii()
+                else "a non-ASCII character"
+            )  # fmt: skip
             raise LambdaApiError(
                 f"the API key has {kind} (U+{ord(character):04X}) at position {position} "
                 "(the key is not shown)",
