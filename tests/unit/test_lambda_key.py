@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import string
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -172,7 +174,17 @@ def end(pid: int) -> None:
         os.kill(pid, signal.SIGKILL)
 
 
-def test_a_gpuval_run_killed_mid_run_leaves_the_key_in_no_file(tmp_path: Path) -> None:
+@pytest.fixture
+def temporary() -> Iterator[Path]:
+    """gpuval run's $TMPDIR (where the key's socket lives): short, as a socket's path must be."""
+    folder = Path(tempfile.mkdtemp(prefix="gpuval-test-"))
+    yield folder
+    shutil.rmtree(folder)
+
+
+def test_a_gpuval_run_killed_mid_run_leaves_the_key_in_no_file(
+    tmp_path: Path, temporary: Path
+) -> None:
     """The Lambda inventory's nodes (reached locally), their facts gathered and cached, a plan
     made with the key, then the run is killed (SIGKILL: nothing cleans up)."""
     h100 = FakeType(H100, "H100 (80 GB SXM5)", 8, 3592, capacity={"us-east-1": 2})
@@ -217,7 +229,7 @@ def test_a_gpuval_run_killed_mid_run_leaves_the_key_in_no_file(tmp_path: Path) -
             [str(VENV_BIN / "gpuval"), "run", "-i", str(inventory), "--playbook", str(playbook),
              "--reports", str(reports), "--run-id", "killed"],
             env=environment(
-                LAMBDA_API_KEY=KEY, GPUVAL_LAMBDA_API_URL=cloud.url,
+                LAMBDA_API_KEY=KEY, GPUVAL_LAMBDA_API_URL=cloud.url, TMPDIR=str(temporary),
                 ANSIBLE_CACHE_PLUGIN="jsonfile", ANSIBLE_CACHE_PLUGIN_CONNECTION=str(facts),
             ),
             stdout=(tmp_path / "gpuval-run.log").open("w"), stderr=subprocess.STDOUT,
@@ -235,7 +247,9 @@ def test_a_gpuval_run_killed_mid_run_leaves_the_key_in_no_file(tmp_path: Path) -
     assert (runner / "benchmark" / "command").is_file()
     cached = list(facts.iterdir())
     assert cached and all(b"ansible_env" in path.read_bytes() for path in cached)
-    assert files_holding(KEY, tmp_path) == []
+    assert files_holding(KEY, tmp_path, temporary) == []
+    # what the kill left of the socket's folder: the socket (no contents on disk), no file
+    assert [p for p in temporary.rglob("*") if p.is_file()] == []
 
 
 def test_a_local_host_keeps_the_controller_environment_out_of_the_fact_cache(
