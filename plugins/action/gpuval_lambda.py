@@ -39,8 +39,10 @@ options:
     default: present
   api_key:
     description:
-      - Lambda Cloud API key; defaults to the environment variable C(LAMBDA_API_KEY).
-      - Give it from Ansible Vault, and set C(no_log) on the task.
+      - Lambda Cloud API key; defaults to the environment variable C(LAMBDA_API_KEY) (or the
+        key C(gpuval run) hands over).
+      - Give it from Ansible Vault, and set C(no_log) on the task. Surrounding whitespace is
+        dropped; a key with any other character that is not printable ASCII is refused.
     type: str
   api_url:
     description:
@@ -256,15 +258,15 @@ class ActionModule(ActionBase):
 def act(params: dict[str, Any], check_mode: bool, run_dir: Path, result: dict[str, Any]) -> None:
     """Plan, launch or tear down, as params["state"] says; what happened goes into result."""
     from gpuval.cloud import guard, provision
-    from gpuval.cloud.lambda_api import LambdaApiError, LambdaCloud, api_url_from_environment
+    from gpuval.cloud.lambda_api import (
+        LambdaCloud,
+        api_key_from_environment,
+        api_url_from_environment,
+    )
 
-    if not params["api_key"]:
-        raise LambdaApiError(
-            "no API key: set LAMBDA_API_KEY, or give api_key (from Ansible Vault)",
-            code="global/invalid-api-key",
-        )
+    api_key = (params["api_key"] or "").strip() or api_key_from_environment()
     api_url = params["api_url"] or api_url_from_environment()
-    client = LambdaCloud(params["api_key"], api_url)
+    client = LambdaCloud(api_key, api_url)
     if params["state"] == "absent":
         teardown = provision.teardown(
             client, run_dir, reason="teardown (lambda_teardown.yml)", dry_run=check_mode
@@ -291,7 +293,7 @@ def act(params: dict[str, Any], check_mode: bool, run_dir: Path, result: dict[st
         if params["guard"]:
             watched = guard.playbook_process()
             result["guard_pid"] = guard.start_guard(
-                run_dir, api_key=params["api_key"], api_url=api_url, watch_pid=watched
+                run_dir, api_key=api_key, api_url=api_url, watch_pid=watched
             )
             result["guard_watches"] = watched
 

@@ -34,8 +34,10 @@ options:
     type: str
   api_key:
     description:
-      - Lambda Cloud API key. Leave it out to use C(LAMBDA_API_KEY), or give a vaulted string
-        (C(ansible-vault encrypt_string)); never a plain one in a file.
+      - Lambda Cloud API key. Leave it out to use C(LAMBDA_API_KEY) (or the key C(gpuval run)
+        hands over), or give a vaulted string (C(ansible-vault encrypt_string)); never a plain
+        one in a file. Surrounding whitespace is dropped; a key with any other character that
+        is not printable ASCII is refused.
     type: str
     env:
       - name: LAMBDA_API_KEY
@@ -91,20 +93,20 @@ class InventoryModule(BaseInventoryPlugin, Constructable):  # type: ignore[misc]
         super().parse(inventory, loader, path, cache)
         self._read_config_data(path)
         try:
-            from gpuval.cloud.lambda_api import LambdaApiError, LambdaCloud
+            from gpuval.cloud.lambda_api import (
+                LambdaApiError,
+                LambdaCloud,
+                api_key_from_environment,
+            )
             from gpuval.cloud.provision import host_variables
         except ImportError as problem:
             raise AnsibleParserError(
                 f"{path}: cannot import gpuval ({problem}): run Ansible from the Python that has "
                 "gpuval installed (the repository's .venv)"
             ) from None
-        key = self.get_option("api_key")
-        if not key:
-            raise AnsibleParserError(
-                f"{path}: no Lambda API key: set LAMBDA_API_KEY or give api_key (vaulted)"
-            )
         try:
-            instances = LambdaCloud(str(key), self.get_option("api_url")).instances()
+            key = str(self.get_option("api_key") or "").strip() or api_key_from_environment()
+            instances = LambdaCloud(key, self.get_option("api_url")).instances()
         except LambdaApiError as problem:
             raise AnsibleParserError(f"{path}: {problem}") from None
         prefix = self.get_option("name_prefix")

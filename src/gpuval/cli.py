@@ -327,9 +327,13 @@ def _parse(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from gpuval.notify import take_webhook_url
+    from gpuval.notify import WebhookUrlError, take_webhook_url
     from gpuval.pipeline import report_run
 
+    try:
+        webhook_url = take_webhook_url()
+    except WebhookUrlError as problem:
+        return _error("report", str(problem))
     return report_run(
         args.run_dir,
         out_dir=args.out,
@@ -339,7 +343,7 @@ def _report(args: argparse.Namespace) -> int:
         profile=args.profile,
         baseline=args.baseline,
         prometheus_file=args.prometheus,
-        webhook_url=take_webhook_url(),
+        webhook_url=webhook_url,
     )
 
 
@@ -359,11 +363,14 @@ def _ara_environment() -> dict[str, str]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from gpuval.notify import take_webhook_url
+    from gpuval.notify import WebhookUrlError, take_webhook_url
     from gpuval.profile import ProfileError, load_profile
     from gpuval.run import launch, providers
 
-    webhook_url = take_webhook_url()  # before any child process can inherit it
+    try:
+        webhook_url = take_webhook_url()  # before any child process can inherit it
+    except WebhookUrlError as problem:
+        return _error("run", str(problem))
     archive = _archive(args)
     try:
         profile = load_profile(args.profile) if args.profile else None

@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.sample_runs import sample_copy
 
 from gpuval.cli import main
-from gpuval.notify import WEBHOOK_ENV
+from gpuval.notify import WEBHOOK_ENV, send
 
 
 def samples(path: Path) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -119,3 +119,43 @@ def test_a_passing_run_notifies_nobody_and_a_broken_receiver_is_reported_without
     err = capsys.readouterr().err
     assert "webhook notification failed: Connection refused" in err
     assert "secret-token" not in err
+
+
+MALFORMED_URLS = {
+    "no scheme": "127.0.0.1/hooks/secret-token",
+    "port out of range": "https://127.0.0.1:99999/hooks/secret-token",
+    "port not a number": "https://127.0.0.1:4x3/hooks/secret-token",
+    "a space": "https://127.0.0.1/hooks/secret-token and-more",
+    "a newline inside": "https://127.0.0.1/hooks/secret\n-token",
+    "non-ASCII": "https://127.0.0.1/hooks/sécret-token",
+    "broken IPv6 address": "https://[::1/hooks/secret-token",
+}
+
+
+@pytest.mark.parametrize("url", MALFORMED_URLS.values(), ids=MALFORMED_URLS.keys())
+@pytest.mark.parametrize("command", ["report", "run"])
+def test_a_malformed_webhook_url_is_refused_before_anything_without_showing_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    url: str, command: str,
+) -> None:  # fmt: skip
+    run = sample_copy(tmp_path, "nightly", "2026-11-22T02:00:00Z")
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    monkeypatch.setenv(WEBHOOK_ENV, url)
+    arguments = {
+        "report": ["report", str(run)],
+        "run": ["run", "-i", str(tmp_path / "hosts.ini"), "--reports", str(tmp_path)],
+    }[command]
+    assert main(arguments) == 2
+    output = capsys.readouterr()
+    assert f"gpuval {command}: $GPUVAL_WEBHOOK_URL is not a usable URL: " in output.err
+    assert "Traceback" not in output.err
+    for part in ("hooks", "-token", "127.0.0.1", "::1"):
+        assert part not in output.out + output.err
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+
+
+@pytest.mark.parametrize("url", MALFORMED_URLS.values(), ids=MALFORMED_URLS.keys())
+def test_sending_to_a_malformed_url_says_so_without_it(url: str) -> None:
+    said = send(url, {"text": "x"})
+    assert said.startswith("webhook notification failed: ")
+    assert "hooks" not in said and "-token" not in said

@@ -108,13 +108,19 @@ def test_compose_and_keyed_groups(cloud: FakeLambdaCloud, tmp_path: Path) -> Non
     assert hostvars["gpuval-run1-1"]["ansible_user"] == "ubuntu"
 
 
-def test_a_vaulted_key_in_the_config(cloud: FakeLambdaCloud, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "echoed",
+    [False, True],  # echoed: `echo KEY | ansible-vault encrypt_string` vaults it with a newline
+    ids=["as an argument", "echoed with its newline"],
+)
+def test_a_vaulted_key_in_the_config(cloud: FakeLambdaCloud, tmp_path: Path, echoed: bool) -> None:
     password = tmp_path / "vault-password"
     password.write_text("inventory-test-password\n")
+    given = ["--stdin-name", "api_key"] if echoed else [KEY, "--name", "api_key"]
     vaulted = subprocess.run(
         [str(VENV_BIN / "ansible-vault"), "encrypt_string", "--vault-password-file",
-         str(password), KEY, "--name", "api_key"],
-        capture_output=True, text=True, check=True,
+         str(password), *given],
+        input=KEY + "\n" if echoed else None, capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     done = inventory(
         cloud, tmp_path, vaulted + "name_prefix: gpuval-run2-\n",
@@ -130,3 +136,21 @@ def test_a_wrong_key_fails_with_the_api_error(cloud: FakeLambdaCloud, tmp_path: 
         done.stderr
     )
     assert "wrong-key-0000" not in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("spelled", [KEY + "\n", f" {KEY}\r\n"])
+def test_a_key_with_surrounding_whitespace_works_and_is_never_shown(
+    cloud: FakeLambdaCloud, tmp_path: Path, spelled: str
+) -> None:
+    done = inventory(cloud, tmp_path, "name_prefix: gpuval-run2-\n", key=spelled)
+    assert listed(done)["gpu_nodes"] == {"hosts": ["gpuval-run2-1"]}
+    assert KEY not in done.stdout + done.stderr
+
+
+def test_a_key_with_a_control_character_is_refused_without_showing_it(
+    cloud: FakeLambdaCloud, tmp_path: Path
+) -> None:
+    head, tail = KEY[:12], KEY[12:]
+    done = inventory(cloud, tmp_path, "", key=f"{head}\x1b{tail}")
+    assert "the API key has a control character (U+001B) at position 13" in done.stderr
+    assert head not in done.stdout + done.stderr and tail not in done.stdout + done.stderr

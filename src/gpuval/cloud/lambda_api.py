@@ -22,7 +22,9 @@ and this client relies on:
   the refusal is not documented: it is taken to be HTTP 429 (a `Retry-After` header is honoured
   when present), retried with exponential backoff.
 
-The key is never part of a message, a repr or an exception raised here.
+The key is never part of a message, a repr or an exception raised here: `checked_api_key` is
+the one rule for what a key may look like, `scrub_key` takes it out of any text, and the key is
+sent to the API's own origin only (a redirect elsewhere is refused, never followed with it).
 """
 
 from __future__ import annotations
@@ -34,7 +36,11 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from http.client import HTTPMessage
+from typing import IO, Any
+from urllib.parse import urlsplit
+
+from gpuval.cloud.key_handover import KEY_SOCKET_ENV, KeyHandoverError, receive_key
 
 DEFAULT_API_URL = "https://cloud.lambda.ai/api/v1"
 API_KEY_ENV = "LAMBDA_API_KEY"
@@ -49,6 +55,7 @@ CODE_QUOTA = "global/quota-exceeded"
 CODE_RATE_LIMITED = "gpuval/rate-limited"
 CODE_UNREACHABLE = "gpuval/unreachable"
 CODE_BAD_RESPONSE = "gpuval/unexpected-response"
+CODE_REDIRECTED = "gpuval/redirected-elsewhere"
 # Statuses of an instance that is (or will be) billed: not yet gone.
 LIVE_STATUSES = frozenset({"booting", "active", "unhealthy", "terminating"})
 MASK = "********"
@@ -188,19 +195,91 @@ def parse_offers(document: object) -> dict[str, Offer]:
     return offers
 
 
-def api_key_from_environment(environment: Mapping[str, str] = os.environ) -> str:
-    key = environment.get(API_KEY_ENV, "").strip()
+# A Bearer token is printable ASCII without spaces (RFC 6750 section 2.1 allows a subset).
+KEY_CHARACTERS = frozenset(chr(code) for code in range(0x21, 0x7F))
+
+
+def checked_api_key(raw: str) -> str:
+    """The key as sent: surrounding whitespace dropped (`echo KEY | ansible-vault
+    encrypt_string` stores a newline), anything else that is not printable ASCII refused, with
+    a message that says where and what, never the key."""
+    key = raw.strip()
     if not key:
         raise LambdaApiError(
-            f"no API key: set {API_KEY_ENV} (or give lambda_api_key from Ansible Vault)",
+            f"no API key: set {API_KEY_ENV}, or give it from Ansible Vault (api_key of the "
+            "inventory plugin, lambda_cloud_api_key of role lambda_cloud)",
             code=CODE_INVALID_KEY,
             suggestion="create one at https://cloud.lambda.ai/api-keys",
         )
+    for position, character in enumerate(key, start=1):
+        if character not in KEY_CHARACTERS:
+            kind = (
+                "whitespace" if character.isspace()
+                else "a control character" if character.isascii()
+                else "a non-ASCII character"
+            )  # fmt: skip
+            raise LambdaApiError(
+                f"the API key has {kind} (U+{ord(character):04X}) at position {position} "
+                "(the key is not shown)",
+                code=CODE_INVALID_KEY,
+                suggestion="copy the key again from https://cloud.lambda.ai/api-keys",
+            )
     return key
+
+
+def scrub_key(text: str, key: str) -> str:
+    """`text` with the key masked, also where a repr or an escape spelled it."""
+    spellings = {key, repr(key)[1:-1], key.encode("unicode_escape").decode("ascii")}
+    for spelling in sorted(spellings, key=len, reverse=True):
+        text = text.replace(spelling, MASK)
+    return text
+
+
+def api_key_from_environment(environment: Mapping[str, str] = os.environ) -> str:
+    """$LAMBDA_API_KEY, else the key `gpuval run` hands its Ansible over a socket (never in
+    the environment that ansible-runner records)."""
+    key = environment.get(API_KEY_ENV, "")
+    socket_path = environment.get(KEY_SOCKET_ENV, "")
+    if not key.strip() and socket_path:
+        try:
+            key = receive_key(socket_path)
+        except KeyHandoverError as problem:
+            raise LambdaApiError(str(problem), code=CODE_INVALID_KEY) from None
+    return checked_api_key(key)
 
 
 def api_url_from_environment(environment: Mapping[str, str] = os.environ) -> str:
     return environment.get(API_URL_ENV, "").strip() or DEFAULT_API_URL
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(url)
+    return parts.scheme, (parts.hostname or "").lower(), parts.port
+
+
+def _origin_text(url: str) -> str:
+    scheme, host, port = _origin(url)
+    return f"{scheme}://{host}" + (f":{port}" if port else "")
+
+
+class _RedirectsWithinTheApi(urllib.request.HTTPRedirectHandler):
+    """Follows a redirect within the API's own origin (scheme, host, port), with the key; one to
+    anywhere else is refused: the key goes to no other host."""
+
+    def redirect_request(
+        self, req: urllib.request.Request, fp: IO[bytes], code: int, msg: str,
+        headers: HTTPMessage, newurl: str,
+    ) -> urllib.request.Request | None:  # fmt: skip
+        if _origin(newurl) == _origin(req.full_url):
+            return super().redirect_request(req, fp, code, msg, headers, newurl)
+        fp.close()
+        raise LambdaApiError(
+            f"{req.get_method()} {urlsplit(req.full_url).path} was redirected to another host "
+            f"({_origin_text(newurl)}); the key is sent to {_origin_text(req.full_url)} only",
+            code=CODE_REDIRECTED,
+            status=code,
+            suggestion=f"if that is the API now, set {API_URL_ENV} to its address",
+        )
 
 
 class LambdaCloud:
@@ -218,21 +297,20 @@ class LambdaCloud:
         max_backoff_s: float = 60.0,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        if not api_key:
-            raise LambdaApiError("the API key is empty", code=CODE_INVALID_KEY)
-        self._api_key = api_key
+        self._api_key = checked_api_key(api_key)
         self.base_url = base_url.rstrip("/")
         self.timeout_s = timeout_s
         self.attempts = max(1, attempts)
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
         self._sleep = sleep
+        self._opener = urllib.request.build_opener(_RedirectsWithinTheApi)
 
     def __repr__(self) -> str:
         return f"LambdaCloud({self.base_url!r})"
 
     def _scrub(self, text: str) -> str:
-        return text.replace(self._api_key, MASK)
+        return scrub_key(text, self._api_key)
 
     def _send(self, method: str, path: str, body: object | None) -> Any:
         data = None if body is None else json.dumps(body).encode()
@@ -242,14 +320,21 @@ class LambdaCloud:
         if data is not None:
             request.add_header("Content-Type", "application/json")
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+            with self._opener.open(request, timeout=self.timeout_s) as response:
                 raw = response.read()
         except urllib.error.HTTPError as refused:
             raise self._error_of(refused) from None
+        except LambdaApiError:
+            raise  # a redirect elsewhere, refused: its text names addresses only
         except (urllib.error.URLError, OSError) as problem:
             reason = getattr(problem, "reason", problem)
             raise LambdaApiError(
                 self._scrub(f"cannot reach {self.base_url}: {reason}"), code=CODE_UNREACHABLE
+            ) from None
+        except Exception as problem:  # whatever urllib and http.client say may quote the key
+            raise LambdaApiError(
+                self._scrub(f"cannot call {self.base_url}: {type(problem).__name__}: {problem}"),
+                code=CODE_UNREACHABLE,
             ) from None
         try:
             document = json.loads(raw)

@@ -6,7 +6,8 @@ then the report of the run folder.
   parameters. Ansible runs in the playbook's project folder, so its ansible.cfg applies.
 - ansible-runner's artifacts (every event, the whole stdout, status and rc) stay in the run
   folder under runner/<ident>/; the environment the runner recorded is removed from them, since
-  it can hold credentials.
+  it can hold credentials. The Lambda API key is never in it, even while the run lasts: Ansible
+  gets it from a socket that this process serves (gpuval.cloud.key_handover).
 - The playbook's own report phase is skipped: gpuval renders the report itself, with the
   profile and baseline, and writes history, Prometheus file and webhook (gpuval.pipeline).
 - With --tags, run.json expects no step of the measuring phases that do not run.
@@ -35,6 +36,8 @@ from typing import Any, TextIO
 
 from gpuval.archive import Archive
 from gpuval.checks.model import Status
+from gpuval.cloud.key_handover import KEY_SOCKET_ENV, serving_key
+from gpuval.cloud.lambda_api import API_KEY_ENV
 from gpuval.outputs import OutputSet, json_text
 from gpuval.pipeline import AUTO, PROFILE_RECORD, report_run
 from gpuval.profile import Profile
@@ -81,8 +84,9 @@ class RunRequest:
     extra_vars: tuple[str, ...] = ()  # -e arguments as given
     fail_on: Status = "fail"
     prometheus_file: Path | None = None
-    webhook_url: str | None = None
-    environment: dict[str, str] = field(default_factory=dict)  # more for Ansible (ARA)
+    webhook_url: str | None = field(default=None, repr=False)  # a secret: never printed
+    # more for Ansible (ARA; the socket that hands over the Lambda API key)
+    environment: dict[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def run_dir(self) -> Path:
@@ -158,6 +162,20 @@ def _scrub(artifacts: Path) -> None:
         command.write_text(json.dumps(recorded, indent=2) + "\n", encoding="utf-8")
     except (OSError, ValueError, AttributeError):
         pass
+
+
+@contextmanager
+def _lambda_key_handed_over(request: RunRequest) -> Iterator[RunRequest]:
+    """The request with an environment that names a socket answering $LAMBDA_API_KEY instead
+    of holding the key: ansible-runner writes its child's environment into the `command`
+    artifact, and a run killed before its end leaves it there."""
+    key = os.environ.get(API_KEY_ENV, "")
+    if not key.strip():
+        yield request
+        return
+    with serving_key(key) as path:
+        handed = {API_KEY_ENV: "", KEY_SOCKET_ENV: path}
+        yield dataclasses.replace(request, environment=request.environment | handed)
 
 
 def _environment(request: RunRequest) -> dict[str, str]:
@@ -252,18 +270,19 @@ def launch(request: RunRequest, out: TextIO = sys.stdout) -> int:
         return stopper.cancel()
 
     stop_ticking = ticking(progress)
-    with _signals(stopper.request):
-        try:
-            runner = _play(request, "benchmark", tags, extravars, progress, cancel)
-        finally:
-            stop_ticking()
-    progress.finish()
-    out.write(
-        f"ansible-playbook: {runner.status} (rc {runner.rc}); its output: "
-        f"{run_dir / 'runner' / 'benchmark' / 'stdout'}\n"
-    )
-    if stopper.stopped:
-        _collect_after_stop(request, extravars, out)
+    with _lambda_key_handed_over(request) as handed_over:
+        with _signals(stopper.request):
+            try:
+                runner = _play(handed_over, "benchmark", tags, extravars, progress, cancel)
+            finally:
+                stop_ticking()
+        progress.finish()
+        out.write(
+            f"ansible-playbook: {runner.status} (rc {runner.rc}); its output: "
+            f"{run_dir / 'runner' / 'benchmark' / 'stdout'}\n"
+        )
+        if stopper.stopped:
+            _collect_after_stop(handed_over, extravars, out)
     out.flush()
     code = report_run(
         run_dir,
