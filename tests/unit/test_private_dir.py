@@ -1,0 +1,112 @@
+"""The node work root (library/gpuval_private_dir.py), run the way Ansible runs the module: a
+folder root builds and runs programs from is created private to the runner, and one another user
+owns or may write (or a link) fails the run naming the path, its owner and mode."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+MODULE = Path(__file__).resolve().parents[2] / "library" / "gpuval_private_dir.py"
+NOBODY = 65534
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
+
+
+def run_module(tmp_path: Path, **args: Any) -> dict[str, Any]:
+    args_file = tmp_path / "args.json"
+    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
+    completed = subprocess.run(
+        [sys.executable, str(MODULE), str(args_file)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    result: dict[str, Any] = json.loads(completed.stdout)
+    return result
+
+
+def mode_of(path: Path) -> int:
+    return stat.S_IMODE(path.lstat().st_mode)
+
+
+def test_a_fresh_work_root_is_created_owned_by_the_runner_and_not_writable_by_others(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "var" / "tmp" / "gpuval"
+    os.umask(0o000)  # a permissive umask must not leak into the folders
+    try:
+        result = run_module(tmp_path, path=str(root))
+    finally:
+        os.umask(0o022)
+    assert result.get("failed") is not True, result
+    assert result["created"] == [str(tmp_path / "var"), str(tmp_path / "var" / "tmp"), str(root)]
+    for level in result["created"]:
+        info = Path(level).lstat()
+        assert info.st_uid == os.geteuid() and stat.S_IMODE(info.st_mode) == 0o755
+    again = run_module(tmp_path, path=str(root))
+    assert again["changed"] is False and again["mode"] == "0755"
+
+
+def test_the_watchdog_folder_is_created_root_only(tmp_path: Path) -> None:
+    folder = tmp_path / "gpuval" / "ttl-watchdog"
+    result = run_module(tmp_path, path=str(folder), mode="0700")
+    assert result.get("failed") is not True, result
+    assert mode_of(folder) == 0o700 and mode_of(folder.parent) == 0o700
+
+
+def test_a_work_root_anyone_may_write_fails_naming_path_and_mode(tmp_path: Path) -> None:
+    root = tmp_path / "gpuval"
+    root.mkdir()
+    root.chmod(0o777)
+    result = run_module(tmp_path, path=str(root))
+    assert result["failed"] is True
+    assert str(root) in result["msg"] and "0777" in result["msg"]
+    assert "not writable by group or others" in result["msg"] and "rm -rf" in result["msg"]
+    assert mode_of(root) == 0o777  # refused, never quietly "fixed"
+
+
+@needs_root
+def test_a_work_root_another_user_created_first_fails_naming_its_owner(tmp_path: Path) -> None:
+    root = tmp_path / "gpuval"
+    root.mkdir(mode=0o755)
+    os.chown(root, NOBODY, NOBODY)
+    result = run_module(tmp_path, path=str(root))
+    assert result["failed"] is True
+    assert f"{root} (owner nobody, mode 0755) must be owned by root" in result["msg"]
+
+
+@needs_root
+def test_a_parent_another_user_may_replace_the_work_root_in_fails(tmp_path: Path) -> None:
+    parent = tmp_path / "scratch"
+    parent.mkdir()
+    parent.chmod(0o777)  # no sticky bit: anyone may rename gpuval/ away and put their own
+    result = run_module(tmp_path, path=str(parent / "gpuval"))
+    assert result["failed"] is True and result["created"] == []
+    assert f"{parent} (owner root, mode 0777) lets another user replace" in result["msg"]
+    assert not (parent / "gpuval").exists()
+    parent.chmod(0o1777)  # /var/tmp's and /tmp's mode: safe
+    assert run_module(tmp_path, path=str(parent / "gpuval"))["created"] == [str(parent / "gpuval")]
+
+
+def test_a_symbolic_link_as_the_work_root_fails(tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere"
+    target.mkdir(mode=0o755)
+    (tmp_path / "gpuval").symlink_to(target)
+    result = run_module(tmp_path, path=str(tmp_path / "gpuval"))
+    assert result["failed"] is True
+    assert f"{tmp_path / 'gpuval'} is a symbolic link (to {target})" in result["msg"]
+
+
+def test_a_mode_that_lets_others_write_is_refused(tmp_path: Path) -> None:
+    result = run_module(tmp_path, path=str(tmp_path / "gpuval"), mode="0775")
+    assert result["failed"] is True and "group and others may not write" in result["msg"]
+    assert not (tmp_path / "gpuval").exists()
