@@ -4,34 +4,21 @@ owns or may write (or a link) fails the run naming the path, its owner and mode.
 
 from __future__ import annotations
 
-import json
 import os
 import stat
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.ansible_modules import run_module as run_ansible_module
 
-MODULE = Path(__file__).resolve().parents[2] / "library" / "gpuval_private_dir.py"
 NOBODY = 65534
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
 
 
 def run_module(tmp_path: Path, **args: Any) -> dict[str, Any]:
-    args_file = tmp_path / "args.json"
-    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
-    completed = subprocess.run(
-        [sys.executable, str(MODULE), str(args_file)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    result: dict[str, Any] = json.loads(completed.stdout)
-    return result
+    return run_ansible_module("gpuval_private_dir", tmp_path, **args)
 
 
 def mode_of(path: Path) -> int:
