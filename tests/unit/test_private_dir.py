@@ -4,12 +4,19 @@ owns or may write (or a link) fails the run naming the path, its owner and mode.
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import stat
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.ansible_modules import LIBRARY
 from tests.ansible_modules import run_module as run_ansible_module
 
 NOBODY = 65534
@@ -97,3 +104,39 @@ def test_a_mode_that_lets_others_write_is_refused(tmp_path: Path) -> None:
     result = run_module(tmp_path, path=str(tmp_path / "gpuval"), mode="0775")
     assert result["failed"] is True and "group and others may not write" in result["msg"]
     assert not (tmp_path / "gpuval").exists()
+
+
+@pytest.fixture
+def shared_tmp() -> Iterator[Path]:
+    """A sticky folder anyone may create in, as /var/tmp is (pytest's tmp_path is root's only)."""
+    folder = Path(tempfile.mkdtemp(prefix="gpuval-private-dir-"))
+    folder.chmod(0o1777)
+    yield folder
+    shutil.rmtree(folder)
+
+
+@needs_root
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="setpriv (util-linux) missing")
+def test_without_become_the_work_root_is_the_login_users_and_roots_is_refused(
+    shared_tmp: Path,
+) -> None:
+    def as_nobody(path: Path) -> dict[str, Any]:
+        args = shared_tmp / "args.json"
+        args.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": {"path": str(path)}}))
+        args.chmod(0o644)
+        completed = subprocess.run(
+            ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
+             sys.executable, str(LIBRARY / "gpuval_private_dir.py"), str(args)],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        result: dict[str, Any] = json.loads(completed.stdout)
+        return result
+
+    own = as_nobody(shared_tmp / "gpuval")
+    assert own.get("failed") is not True, own
+    assert (own["owner"], own["mode"]) == ("nobody", "0755")
+    roots = shared_tmp / "roots"
+    roots.mkdir(mode=0o755)
+    refused = as_nobody(roots)
+    assert refused["failed"] is True
+    assert f"{roots} (owner root, mode 0755) must be owned by nobody" in refused["msg"]
