@@ -22,13 +22,15 @@ wall time (printed, and written to $GPUVAL_TIMINGS_FILE when set) is the suite's
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 
-from tests.e2e.doubles import DOUBLES_VARS, NCCL_DIR, install_doubles
+from tests.e2e.doubles import DOUBLES_VARS, NCCL_DIR, REPO, install_doubles
 from tests.e2e.runs import PlaybookRun, inventory_dir, record, run_playbook
 from tests.simhosts import faults
 from tests.simhosts.cluster import Cluster
@@ -179,10 +181,33 @@ def install_and_build_output(run: PlaybookRun) -> str:
     return run.output[start : run.output.index("PLAY [Benchmark the GPUs inside each node]")]
 
 
+def changed_tasks(output: str) -> set[str]:
+    """The titles ("role : name") of the tasks that changed something on some host."""
+    blocks = re.split(r"^TASK \[", output, flags=re.M)[1:]
+    return {block.split("] ", 1)[0] for block in blocks if "\nchanged: " in block}
+
+
+def tasks_of(task_file: Path, role: str) -> set[str]:
+    """The titles of a role's task file, blocks' tasks included."""
+    pending, titles = list(yaml.safe_load(task_file.read_text())), set()
+    while pending:
+        task = pending.pop()
+        titles.add(f"{role} : {task['name']}")
+        pending += task.get("block", [])
+    return titles
+
+
+# The run's ssh key is made per run and removed when the run ends (item 11 of issue 14): setting
+# it up changes the nodes on every run by design.
+PER_RUN_SSH_KEY = tasks_of(REPO / "roles" / "openmpi" / "tasks" / "ssh.yml", "openmpi")
+
+
 def test_second_run_installs_and_builds_nothing(runs_without_gpu: list[PlaybookRun]) -> None:
     first, second = runs_without_gpu
-    assert "changed:" in install_and_build_output(first)
-    assert "changed:" not in install_and_build_output(second)
+    assert changed_tasks(install_and_build_output(first)) - PER_RUN_SSH_KEY
+    changed = changed_tasks(install_and_build_output(second))
+    assert changed <= PER_RUN_SSH_KEY
+    assert "openmpi : Authorise the run's key, from the cluster's addresses only" in changed
     assert second.output.count("nccl-tests build skipped: no GPU architecture known") == 3
 
 

@@ -464,7 +464,7 @@ def test_a_node_powers_itself_off_after_its_time_to_live(tmp_path: Path) -> None
         assert done.returncode == 0, done.stdout + done.stderr
         assert host.init_pid is not None  # still up: three seconds to go
         wait_until(lambda: host.init_pid is None, 60, "the node to power off")
-        log = Path(host.directory) / "upper" / "var" / "tmp" / "gpuval" / "ttl-watchdog"
+        log = Path(host.directory) / "upper" / "var" / "lib" / "gpuval" / "ttl-watchdog"
         assert "time-to-live reached: kill -TERM 1" in (log / "watchdog.log").read_text()
         with pytest.raises(SimHostsError):
             host.exec(["true"])

@@ -13,6 +13,7 @@ from typing import Any
 
 import jsonschema
 import pytest
+from tests.ansible_modules import run_module as run_ansible_module
 
 REPO = Path(__file__).resolve().parents[2]
 MODULE = REPO / "library" / "gpuval_capture.py"
@@ -39,20 +40,7 @@ SIDECAR_KEYS = {
 
 def run_module(tmp_path: Path, check_mode: bool = False, **args: Any) -> dict[str, Any]:
     """Run the module with ANSIBLE_MODULE_ARGS and return its JSON result."""
-    module_args = dict(args)
-    if check_mode:
-        module_args["_ansible_check_mode"] = True
-    args_file = tmp_path / "args.json"
-    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": module_args}))
-    completed = subprocess.run(
-        [sys.executable, str(MODULE), str(args_file)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    result: dict[str, Any] = json.loads(completed.stdout)
-    return result
+    return run_ansible_module("gpuval_capture", tmp_path, check_mode, **args)
 
 
 def read_sidecar(dest: Path, name: str) -> dict[str, Any]:

@@ -31,13 +31,13 @@ class RunFolder:
         self.root = root
 
     def step(self, host: str, name: str, text: str, tool: str, phase: str = "health",
-             ext: str = "txt", started: str = CAPTURED) -> None:  # fmt: skip
+             ext: str = "txt", started: str = CAPTURED, exit_code: int = 0) -> None:  # fmt: skip
         folder = self.root / "raw" / host
         folder.mkdir(parents=True, exist_ok=True)
         (folder / f"{name}.{ext}").write_text(text)
         (folder / f"{name}.meta.json").write_text(json.dumps({
             "schema_version": 1, "name": name, "host": host, "phase": phase,
-            "raw": f"{name}.{ext}", "command": name, "exit_code": 0, "tool": tool,
+            "raw": f"{name}.{ext}", "command": name, "exit_code": exit_code, "tool": tool,
             "started_at": started,
         }))  # fmt: skip
 
@@ -332,6 +332,33 @@ def test_missing_passive_evidence_after_the_health_phase_ran_is_unjudged(run: Ru
     (folder / "health-kernel-log.meta.json").write_text(json.dumps(skipped))
     checks = {c.check_id: c for c in run.checks() if c.host == "node1"}
     assert "health.xid" not in checks and checks["step.health-kernel-log"].status == "warn"
+
+
+@pytest.mark.parametrize(
+    ("text", "exit_code", "reason"),
+    [
+        ("-- No entries --\n", 0, "-- No entries --"),  # journald without kernel messages
+        ("No journal files were found.\n", 0, "No journal files were found."),
+        ("dmesg: read kernel buffer failed: Operation not permitted\n", 1, "not permitted"),
+        ("", 0, "printed no kernel line"),
+    ],
+)
+def test_an_unreadable_kernel_log_is_unjudged_never_a_failure(
+    run: RunFolder, text: str, exit_code: int, reason: str
+) -> None:
+    run.healthy("node1")
+    for name in ("health-kernel-log", "health-kernel-log-after"):
+        run.step("node1", name, text, "kernel-log", exit_code=exit_code)
+    checks = {c.check_id: c for c in run.checks() if c.host == "node1"}
+    xid = checks["health.xid"]
+    assert (
+        xid.status == "unjudged"
+        and reason in xid.reason
+        and "Xid and SXid events unseen" in (xid.reason)
+    )
+    assert xid.action and "CAP_SYSLOG" in xid.action
+    assert not [c for c in checks.values() if c.status == "fail"]
+    assert not [c for c in checks.values() if "kernel-log" in (c.source or "") and c is not xid]
 
 
 def test_table_subjects_and_actions_of_other_modules_checks() -> None:

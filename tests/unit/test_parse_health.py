@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from gpuval.parsers import (
     dcgm_diag,
     gpuval_bench,
@@ -116,10 +118,45 @@ def test_iso_times_keep_their_offset_whatever_their_precision() -> None:
     ]  # fmt: skip
 
 
-def test_an_empty_or_unreadable_kernel_log_is_an_error_not_a_clean_log() -> None:
-    assert checked(kernel_log.parse("")).errors
-    result = checked(kernel_log.parse("dmesg: read kernel buffer failed: Operation not permitted"))
-    assert "could not be read" in result.errors[0].message and result.errors[0].line == 1
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("", "journalctl and dmesg printed no kernel line"),
+        ("-- No entries --\n", "-- No entries --"),
+        ("No journal files were found.\n", "No journal files were found."),
+        (
+            "No journal files were opened due to insufficient permissions.\n",
+            "No journal files were opened due to insufficient permissions.",
+        ),
+        (
+            "-- No entries --\ndmesg: read kernel buffer failed: Operation not permitted\n",
+            "-- No entries --; dmesg: read kernel buffer failed: Operation not permitted",
+        ),
+        (
+            "-- Logs begin at Mon 2026-11-23 10:00:00 UTC, end at Mon 2026-11-23 11:00:00 UTC. --\n"
+            "-- No entries --\n",
+            "-- No entries --",
+        ),
+    ],
+)
+def test_an_empty_or_unreadable_kernel_log_is_unreadable_not_clean_nor_a_parse_error(
+    text: str, reason: str
+) -> None:
+    result = checked(kernel_log.parse(text))
+    assert not result.errors and not result.warnings
+    (run,) = result.runs
+    assert run.unreadable == reason and run.line_count == 0 and run.events == []
+
+
+def test_journald_markers_are_not_kernel_lines_and_dmesg_after_them_is_read() -> None:
+    text = (
+        "-- No entries --\n"
+        "-- Boot 3f2a9c0e5b6d4e7f8a9b0c1d2e3f4a5b --\n"
+        "[ 5107.644336] NVRM: Xid (PCI:0000:3b:00): 79, pid=0, GPU has fallen off the bus.\n"
+    )
+    run = checked(kernel_log.parse(text)).runs[0]
+    assert run.unreadable is None and run.line_count == 1 and run.format == "dmesg"
+    assert [(e.code, e.line) for e in run.events] == [(79, 3)]
 
 
 def test_sysfs_infiniband_counters_firmware_and_port_state() -> None:

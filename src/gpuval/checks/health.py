@@ -248,6 +248,16 @@ def xid_checks(judge: Judge, host: HostEvidence) -> None:
         )
         return
     log, window = parsed.record, judge.thresholds.xid_window_hours
+    if log.unreadable:
+        judge.add(Check(
+            check_id="health.xid", host=host.name, category="health", status="unjudged",
+            source=parsed.source(), reference=f"no hardware Xid within {window:g} h",
+            reason=f"the kernel log could not be read ({log.unreadable}): Xid and SXid events "
+            "unseen, nothing to judge",
+            action="run the health phase as root (dmesg needs CAP_SYSLOG), or let the user read "
+            "the journal (group systemd-journal or adm)",
+        ))  # fmt: skip
+        return
     captured = _captured_at(parsed.file)
     by_device: dict[str, list[KernelEvent]] = {}
     xid79 = {pci_key(e.device) for e in log.events if e.kind == "xid" and e.code == 79}

@@ -8,6 +8,10 @@ ISO-8601 time with its UTC offset (the only form whose age can be judged); `dmes
 `[Sun Nov 22 19:01:01 2026]` and syslog `May 18 19:02:39 host kernel:`, both local times of an
 unknown zone; plain `dmesg` prints seconds since boot (`[ 5107.644336]`). Lines may carry
 prefixes before the time (a host name and facility, as Talos prints them).
+
+A log that holds no kernel line (journald without kernel messages prints `-- No entries --`,
+dmesg without CAP_SYSLOG `read kernel buffer failed`, or nothing printed at all) is a run marked
+`unreadable`: Xid events unseen, never a clean log and never a parse error.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from gpuval.records.base import ParseResult
 from gpuval.records.health import KernelEvent, KernelLogRun
 
 TOOLS = ("kernel-log",)
+# dmesg exits 1 when it may not read the kernel buffer: the output still says why (unreadable).
+NORMAL_EXIT_CODES = frozenset({0, 1})
 
 _PCI = r"(?:PCI:)?(?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?)"
 _XID = re.compile(rf"NVRM: Xid \({_PCI}\): (?P<code>\d+)\b,?\s*(?P<rest>.*)$")
@@ -40,7 +46,14 @@ _KERNEL_LOG = re.compile(
     r"\S+ kernel: |[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \S+ kernel:)",
     re.M,
 )
-_READ_FAILED = re.compile(r"^dmesg: read kernel buffer failed|^-- No entries --|^No journal files")
+# What journalctl and dmesg print instead of kernel lines (journalctl(1), systemd's journalctl.c,
+# util-linux's dmesg.c): the reason the log holds nothing.
+_READ_FAILED = re.compile(
+    r"^(?:-- No entries --|No journal files were (?:found|opened)|"
+    r"dmesg: (?:read kernel buffer failed|klogctl failed))"
+)
+# journalctl's own marker lines ("-- Boot 3f2a... --", "-- Logs begin at ... --", "-- Reboot --").
+_JOURNAL_MARKER = re.compile(r"^-- .* --$")
 
 
 def detect(text: str) -> tuple[str, int] | None:
@@ -104,13 +117,15 @@ def parse(text: str, source: str | None = None, tool: str | None = None) -> Pars
     result = ParseResult("kernel-log", source)
     run = KernelLogRun(format="plain", line_count=0)
     formats: list[str] = []
+    reasons: list[str] = []
     for line in iter_lines(text):
-        if not line.text.strip():
+        stripped = line.text.strip()
+        if _READ_FAILED.search(stripped):
+            reasons.append(stripped)
+            continue
+        if not stripped or _JOURNAL_MARKER.match(stripped):
             continue
         run.line_count += 1
-        if _READ_FAILED.search(line.text):
-            result.error(f"the kernel log could not be read: {line.text.strip()!r}", line.number)
-            continue
         event, start = _event(line.text, line.number)
         kind, stamp, iso, uptime = _dated(line.text, start if event else len(line.text))
         if stamp:
@@ -122,8 +137,9 @@ def parse(text: str, source: str | None = None, tool: str | None = None) -> Pars
         event.timestamp, event.time_iso, event.uptime_s = stamp, iso, uptime
         run.events.append(event)
     if run.line_count == 0:
-        result.error("empty kernel log: dmesg/journalctl printed nothing (restricted, or failed)")
-        return result
+        run.unreadable = "; ".join(dict.fromkeys(reasons)) or (
+            "journalctl and dmesg printed no kernel line"
+        )
     run.format = formats[0] if formats else "plain"
     result.runs.append(run)
     return result

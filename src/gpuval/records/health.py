@@ -34,6 +34,9 @@ class KernelLogRun:
     events: list[KernelEvent] = field(default_factory=list)
     first_timestamp: str | None = None
     last_timestamp: str | None = None
+    # Why no kernel line could be read (journald empty, dmesg not permitted, nothing printed):
+    # the log is then no evidence either way, never a clean one.
+    unreadable: str | None = None
 
 
 @dataclass
