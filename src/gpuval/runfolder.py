@@ -120,16 +120,10 @@ def load_json(path: Path, source: str) -> tuple[Any, Diagnostic | None]:
 
 
 def read_run_json(run_dir: Path) -> tuple[dict[str, Any], list[Diagnostic]]:
-    """run.json (optional): {} when absent; a diagnostic when unreadable or not an object."""
+    """run.json: {} when absent; a diagnostic when unreadable or not an object."""
     path = run_dir / RUN_JSON
-    if not path.exists():
-        return {}, [
-            _warning(
-                "no run.json: hosts and expected steps are taken from raw/ alone, "
-                "so a missing step or host cannot be noticed",
-                RUN_JSON,
-            )
-        ]
+    if not path.exists():  # judged at best unjudged (checks.folder): nothing says what was expected
+        return {}, []
     document, problem = load_json(path, RUN_JSON)
     if problem is not None:
         return {}, [problem]

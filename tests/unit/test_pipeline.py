@@ -291,6 +291,30 @@ def test_mixed_mpi_versions_across_hosts_fail(tmp_path: Path) -> None:
     )
 
 
+# ------------------------------------ without run.json, nothing says which hosts were expected
+
+
+def test_a_missing_host_cannot_hide_by_a_missing_run_json(tmp_path: Path) -> None:
+    listed = lambda_run(tmp_path / "listed", hosts=["h1", "h2"])  # h2 left nothing
+    assert main(["report", str(listed), "--quiet"]) == 1
+    assert checks_by_id(listed)["host.reachable"]["host"] == "h2"
+    unlisted = tmp_path / "unlisted"
+    shutil.copytree(listed / "raw", unlisted / "raw")
+    assert main(["report", str(unlisted), "--quiet"]) == 3
+    assert results(unlisted)["verdict"] == "unjudged"  # never warn, never a pass
+    assert checks_by_id(unlisted)["run.hosts"]["status"] == "unjudged"
+
+
+def test_a_healthy_folder_without_run_json_is_at_best_unjudged(tmp_path: Path) -> None:
+    run = lambda_run(tmp_path)
+    assert main(["report", str(run), "--quiet"]) == 0
+    (run / "run.json").unlink()
+    assert main(["report", str(run), "--quiet"]) == 3
+    assert results(run)["verdict"] == "unjudged"
+    statuses = {c["status"] for c in results(run)["checks"] if c["check_id"] != "run.hosts"}
+    assert statuses == {"pass"}  # everything measured passed: only the contract is missing
+
+
 # ---------------------------------------------------------- exit status: unjudged is no pass
 
 VERDICTS = Path(__file__).parents[1] / "data" / "verdicts"

@@ -38,14 +38,21 @@ def _diagnostic_status(diagnostic: Diagnostic) -> Status:
 
 
 def folder_checks(judge: Judge) -> None:
-    """Run-folder problems (run.json, bad sidecars, missing raw files, files without sidecar)
-    and hosts listed in run.json that left nothing."""
+    """Run-folder problems (run.json, bad sidecars, missing raw files, files without sidecar),
+    a run.json that cannot say which hosts were expected, and hosts listed in run.json that left
+    nothing."""
     folder = judge.evidence.folder
     for diagnostic in folder.diagnostics:
         judge.add(Check(
             check_id="run-folder", host=_host_of(diagnostic.source), category="completeness",
             status=_diagnostic_status(diagnostic), reason=diagnostic.message,
             source=located(diagnostic),
+        ))  # fmt: skip
+    if "hosts" not in folder.meta:
+        judge.add(Check(
+            check_id="run.hosts", host=CLUSTER, category="completeness", status="unjudged",
+            reason="run.json does not list the run's hosts (no run.json, or none usable): a host "
+            "that left nothing cannot be noticed, so the run is at best unjudged", source=RUN_JSON,
         ))  # fmt: skip
     for host in judge.evidence.unreachable:
         steps = folder.expected_steps(host)
