@@ -142,7 +142,7 @@ def judge_folder(folder: RunFolder, judging: Judging, generated_at: str) -> Judg
         files=folder.files,
         checks=judgement.checks,
         expectations=judgement.expectations,
-        diagnostics=folder.diagnostics,
+        diagnostics=[*folder.refused, *folder.diagnostics],
         meta=folder.meta,
         pairs=judgement.pairs.to_dict(),
         profile=profile.name if profile else None,
