@@ -79,10 +79,16 @@ SIDECAR_SUFFIX = ".meta.json"
 RUN_JSON = "run.json"
 RAW_DIR = "raw"
 
-# A host folder or a file name as the playbook writes them (inventory names, step names and their
-# endings): nothing that climbs (`..`, `/`), hides (`.x`) or breaks a page, a CSV or a label.
-PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
-PLAIN_NAME_RULE = "a plain name: a letter or digit, then letters, digits, `.`, `_` or `-`"
+# Host folders are named after the inventory and files after steps, which name hosts too (pair
+# steps): any text, escaped wherever it is shown, but never climbing (`/`, `..`), hidden (`.x`),
+# or in an encoding no output can hold (control characters, bytes that are not UTF-8).
+PLAIN_NAME_RULE = "a plain name: printable, without `/`, not starting with `.`, 1-255 characters"
+MAX_NAME = 255
+
+
+def _plain_name(name: str) -> bool:
+    """Whether a host folder or a file of raw/ may have this name (PLAIN_NAME_RULE)."""
+    return 0 < len(name) <= MAX_NAME and name.isprintable() and "/" not in name and name[0] != "."
 
 
 class RunFolderError(Exception):
@@ -95,7 +101,7 @@ class RefusedPath(Exception):
 
 def _check_host(run_dir: Path, host: str) -> Path:
     """raw/<host>, unless its name is not plain or it is a symbolic link (RefusedPath)."""
-    if not PLAIN_NAME.fullmatch(host):
+    if not _plain_name(host):
         raise RefusedPath(f"host folder name {host!a} is not {PLAIN_NAME_RULE}")
     host_dir = run_dir / RAW_DIR / host
     if host_dir.is_symlink():
@@ -109,7 +115,7 @@ def host_file(run_dir: Path, host: str, name: str) -> Path | None:
     can be judged on no file but its own); None when there is no regular file by that name.
     Raises RefusedPath otherwise. The one rule for every file read from raw/."""
     host_dir = _check_host(run_dir, host)
-    if not PLAIN_NAME.fullmatch(name):
+    if not _plain_name(name):
         raise RefusedPath(f"file name {name!a} is not {PLAIN_NAME_RULE}")
     path = host_dir / name
     try:
