@@ -60,11 +60,14 @@ With $GPUVAL_WEBHOOK_URL set, a failing verdict is POSTed there (the URL is neve
 
 Verdicts, worst first: error (bad input, or nothing measured), fail, unjudged (measured, but no
 trustworthy reference: never a pass), warn, pass.
-Exit status: 2 error; 1 fail (and, with --fail-on, anything at least as bad); 0 otherwise.
+Exit status: 0 pass or warn, 1 fail, 2 error, 3 unjudged. --fail-on names the least severe
+verdict that exits non-zero: unjudged by default; fail lets unjudged exit 0; warn makes warn
+exit 1.
 
 Examples:
   gpuval report reports/20261122T101500Z
   gpuval report reports/nightly --fail-on warn       # acceptance: only a clean pass exits 0
+  gpuval report reports/nightly --fail-on fail       # only a failure (or an error) exits non-zero
   gpuval report reports/nightly --profile h100-sxm-8x --baseline accepted-2026-11
   gpuval report reports/nightly --thresholds strict.json --out /tmp/rerendered"""
 
@@ -79,7 +82,8 @@ Without --profile, the run is judged with the shipped profile that fits the dete
 (or one derived from it). With --tags, run.json expects only the steps of the phases that run.
 Ctrl-C stops the run cleanly: the nodes' outputs so far are collected and judged (exit 2).
 
-Exit status: 0 pass (or warn, unjudged), 1 fail, 2 error or stopped.
+Exit status: as gpuval report's (0 pass or warn, 1 fail, 2 error, 3 unjudged; --fail-on), and
+2 when stopped.
 
 Examples:
   gpuval run -i inventory/my-cluster.ini
@@ -156,8 +160,9 @@ def _judging_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--fail-on",
         choices=FAIL_ON,
-        default="fail",
-        help="the least severe verdict that exits 1 (default fail; unjudged and warn are stricter)",
+        default="unjudged",
+        help="the least severe verdict that exits non-zero (default unjudged: 3; fail lets "
+        "unjudged exit 0; warn makes warn exit 1)",
     )
     parser.add_argument(
         "--baseline", type=slug_option("baseline name"), metavar="NAME",

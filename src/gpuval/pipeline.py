@@ -15,10 +15,11 @@ gpuval.prom (Prometheus) and profile.json, all rendered first and written togeth
 in the history database of its reports folder (RUN_DIR/..; none with --out), and a webhook
 notification when the verdict fails and $GPUVAL_WEBHOOK_URL is set.
 
-Exit status: 0 pass, warn or unjudged; 1 fail; 2 error (bad input, or nothing measured).
-`fail_on="warn"` (or "unjudged") makes those verdicts, and any worse, exit 1: for acceptance
-runs that must be spotless. Bad input never shows a traceback: it is one message saying what
-to do.
+Exit status (EXIT_CODES): 0 pass or warn; 1 fail; 2 error (bad input, or nothing measured);
+3 unjudged (hardware that could not be judged is never a pass for cron, CI or a schedule).
+`fail_on` is the least severe verdict that exits non-zero: "unjudged" by default, "fail" lets
+unjudged exit 0, "warn" makes warn exit 1 too (acceptance runs that must be spotless). Bad
+input never shows a traceback: it is one message saying what to do.
 """
 
 from __future__ import annotations
@@ -69,11 +70,17 @@ NO_BASELINE = "none"
 DEFAULT_BASELINE = "default"
 
 
-def exit_code(verdict: Status, fail_on: Status = "fail") -> int:
-    """2 for error; 1 for a verdict at or worse than `fail_on`; else 0."""
-    if verdict == "error":
-        return 2
-    return 1 if at_least_as_bad(verdict, fail_on) else 0
+# The exit status of each verdict at or worse than `fail_on` (error: always); 0 for the others.
+EXIT_CODES: dict[Status, int] = {"error": 2, "fail": 1, "unjudged": 3, "warn": 1, "pass": 0}
+EXIT_ERROR = EXIT_CODES["error"]
+DEFAULT_FAIL_ON: Status = "unjudged"  # fail closed: a run that could not be judged is no pass
+
+
+def exit_code(verdict: Status, fail_on: Status = DEFAULT_FAIL_ON) -> int:
+    """The verdict's EXIT_CODES entry when it is error, or at or worse than `fail_on`; else 0."""
+    if verdict == "error" or at_least_as_bad(verdict, fail_on):
+        return EXIT_CODES[verdict]
+    return 0
 
 
 @dataclass(frozen=True)
@@ -135,7 +142,7 @@ def judge_folder(folder: RunFolder, judging: Judging, generated_at: str) -> Judg
         files=folder.files,
         checks=judgement.checks,
         expectations=judgement.expectations,
-        diagnostics=folder.diagnostics,
+        diagnostics=[*folder.refused, *folder.diagnostics],
         meta=folder.meta,
         pairs=judgement.pairs.to_dict(),
         profile=profile.name if profile else None,
@@ -248,7 +255,7 @@ def report_run(
     out_dir: Path | None = None,
     thresholds_file: Path | None = None,
     quiet: bool = False,
-    fail_on: Status = "fail",
+    fail_on: Status = DEFAULT_FAIL_ON,
     profile: str | None = None,
     baseline: str | None = None,
     prometheus_file: Path | None = None,

@@ -27,8 +27,9 @@ from gpuval import steps
 from gpuval.schedule import LatestTry
 
 CAPTURE_MODULE = "gpuval_capture"
-# gpuval report's exit code when summary.json is missing (1 fail, 2 error); 0 needs a summary.
-VERDICT_OF_EXIT_CODE = {1: "fail", 2: "error"}
+# The verdict when summary.json is missing, from gpuval report's exit code (pipeline.EXIT_CODES
+# read backwards; 1 is fail, the worse of fail and warn); 0 needs a summary.
+VERDICT_OF_EXIT_CODE = {1: "fail", 2: "error", 3: "unjudged"}
 
 
 def capture_module(resolved_action: str | None) -> str:
@@ -169,7 +170,7 @@ def _read_summary(run_dir: Path) -> dict[str, Any] | None:
 
 
 def render_report(
-    run_dir: Path, thresholds_file: Path | None = None, fail_on: str = "fail"
+    run_dir: Path, thresholds_file: Path | None = None, fail_on: str = "unjudged"
 ) -> Rendered:
     """`gpuval report RUN_DIR --fail-on FAIL_ON`: its exit code, verdict and what it printed
     (kept off the process's own stdout and stderr, which belong to Ansible)."""

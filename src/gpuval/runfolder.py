@@ -3,11 +3,17 @@
 Nothing here raises on bad content: a broken sidecar, a missing raw file or an unrecognised
 output becomes a Diagnostic naming the file (and line/column for bad JSON). Only a folder that
 cannot be a run folder at all (missing, no raw/) raises RunFolderError, with what to do.
+
+The nodes under test write raw/<host>/, so nothing there is trusted: a file is read for a host
+only when `host_file` allows it (a plain name, no symbolic link, inside the host's own folder);
+anything else is refused, never read, and the run cannot pass.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -15,6 +21,7 @@ from typing import Any, Literal
 from gpuval import parsers
 from gpuval.records.base import Diagnostic, ParseResult
 from gpuval.schema import validator
+from gpuval.steps import pair_step
 
 StepProblem = Literal["skipped", "timed_out", "unfinished", "exit_status"]
 
@@ -70,10 +77,54 @@ class RawFile:
 
 SIDECAR_SUFFIX = ".meta.json"
 RUN_JSON = "run.json"
+RAW_DIR = "raw"
+
+# Host folders are named after the inventory and files after steps, which name hosts too (pair
+# steps): any text, escaped wherever it is shown, but never climbing (`/`, `..`), hidden (`.x`),
+# or in an encoding no output can hold (control characters, bytes that are not UTF-8).
+PLAIN_NAME_RULE = "a plain name: printable, without `/`, not starting with `.`, 1-255 characters"
+MAX_NAME = 255
+
+
+def _plain_name(name: str) -> bool:
+    """Whether a host folder or a file of raw/ may have this name (PLAIN_NAME_RULE)."""
+    return 0 < len(name) <= MAX_NAME and name.isprintable() and "/" not in name and name[0] != "."
 
 
 class RunFolderError(Exception):
     """The folder cannot be read as a run folder; the message says what to do."""
+
+
+class RefusedPath(Exception):
+    """A path in raw/ that gpuval must not read (`host_file`); the message says why."""
+
+
+def _check_host(run_dir: Path, host: str) -> Path:
+    """raw/<host>, unless its name is not plain or it is a symbolic link (RefusedPath)."""
+    if not _plain_name(host):
+        raise RefusedPath(f"host folder name {host!a} is not {PLAIN_NAME_RULE}")
+    host_dir = run_dir / RAW_DIR / host
+    if host_dir.is_symlink():
+        raise RefusedPath(f"{RAW_DIR}/{host} is a symbolic link; links are never followed")
+    return host_dir
+
+
+def host_file(run_dir: Path, host: str, name: str) -> Path | None:
+    """raw/<host>/<name> when it may be read as `host`'s: both names plain, neither the host
+    folder nor the file a symbolic link (so the path cannot leave the host's own folder, and a node
+    can be judged on no file but its own); None when there is no regular file by that name.
+    Raises RefusedPath otherwise. The one rule for every file read from raw/."""
+    host_dir = _check_host(run_dir, host)
+    if not _plain_name(name):
+        raise RefusedPath(f"file name {name!a} is not {PLAIN_NAME_RULE}")
+    path = host_dir / name
+    try:
+        mode = path.lstat().st_mode
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(mode):
+        raise RefusedPath(f"{RAW_DIR}/{host}/{name} is a symbolic link; links are never followed")
+    return path if stat.S_ISREG(mode) else None
 
 
 @dataclass
@@ -87,6 +138,9 @@ class RunFolder:
     without_folder: list[str]  # listed in run.json but no raw/<host>/ folder
     files: list[RawFile]
     diagnostics: list[Diagnostic] = field(default_factory=list)
+    # what `host_file` refused, never read (the source: the sidecar, file or folder concerned;
+    # "raw/<host>/" for the host's folder): a folder a node tampered with, never judged
+    refused: list[Diagnostic] = field(default_factory=list)
 
     def expected_steps(self, host: str) -> list[str]:
         return [str(step) for step in self.meta.get("expected", {}).get(host, [])]
@@ -105,14 +159,31 @@ def _warning(message: str, source: str, line: int | None = None) -> Diagnostic:
     return Diagnostic("warning", message, source, line)
 
 
+# A lone UTF-16 surrogate: what a JSON escape like "\udcff" decodes to, which no UTF-8 output
+# (the report, the history database) can hold.
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _encodable(value: Any) -> Any:
+    """`value` (decoded JSON) with every lone surrogate of its strings replaced by U+FFFD."""
+    if isinstance(value, str):
+        return LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_encodable(item) for item in value]
+    if isinstance(value, dict):
+        return {_encodable(key): _encodable(item) for key, item in value.items()}
+    return value
+
+
 def load_json(path: Path, source: str) -> tuple[Any, Diagnostic | None]:
-    """A JSON document, or a diagnostic naming the file, line and column of the problem."""
+    """A JSON document (its strings encodable as UTF-8), or a diagnostic naming the file, line
+    and column of the problem."""
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
         return None, _error(f"cannot read: {exc.strerror or exc}", source)
     try:
-        return json.loads(text), None
+        return _encodable(json.loads(text)), None
     except json.JSONDecodeError as exc:
         return None, _error(
             f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})", source, exc.lineno
@@ -120,16 +191,10 @@ def load_json(path: Path, source: str) -> tuple[Any, Diagnostic | None]:
 
 
 def read_run_json(run_dir: Path) -> tuple[dict[str, Any], list[Diagnostic]]:
-    """run.json (optional): {} when absent; a diagnostic when unreadable or not an object."""
+    """run.json: {} when absent; a diagnostic when unreadable or not an object."""
     path = run_dir / RUN_JSON
-    if not path.exists():
-        return {}, [
-            _warning(
-                "no run.json: hosts and expected steps are taken from raw/ alone, "
-                "so a missing step or host cannot be noticed",
-                RUN_JSON,
-            )
-        ]
+    if not path.exists():  # judged at best unjudged (checks.folder): nothing says what was expected
+        return {}, []
     document, problem = load_json(path, RUN_JSON)
     if problem is not None:
         return {}, [problem]
@@ -214,7 +279,8 @@ def sidecar_from_document(document: dict[str, Any], host: str, name: str) -> Sid
 
 
 def read_sidecar(path: Path, run_dir: Path, host: str) -> tuple[Sidecar | None, list[Diagnostic]]:
-    """One sidecar; None (with a diagnostic) when it is not a readable JSON object."""
+    """One sidecar (a path `host_file` allowed); None (with a diagnostic) when it is not a
+    readable JSON object."""
     source = path.relative_to(run_dir).as_posix()
     document, problem = load_json(path, source)
     if problem is not None:
@@ -264,53 +330,113 @@ def parse_raw(
     return result, diagnostics
 
 
-def _read_host(run_dir: Path, host_dir: Path) -> tuple[list[RawFile], list[Diagnostic]]:
-    host = host_dir.name
-    files: list[RawFile] = []
-    diagnostics: list[Diagnostic] = []
-    entries = sorted(host_dir.iterdir(), key=lambda p: p.name)
-    claimed: set[str] = set()
-    for path in entries:
-        if not path.name.endswith(SIDECAR_SUFFIX):
-            continue
-        sidecar, problems = read_sidecar(path, run_dir, host)
-        diagnostics += problems
-        if sidecar is None:
-            continue
-        if sidecar.raw is None:
-            files.append(RawFile(host, path.relative_to(run_dir).as_posix(), sidecar, None))
-            continue
-        claimed.add(sidecar.raw)
-        raw_path = host_dir / sidecar.raw
-        source = raw_path.relative_to(run_dir).as_posix()
-        if not raw_path.is_file():
-            if not sidecar.skipped:
-                diagnostics.append(
-                    _error(f"raw output {sidecar.raw!r} named by {path.name} is missing", source)
-                )
-            files.append(RawFile(host, source, sidecar, None))
-            continue
-        result, problems = parse_raw(raw_path, source, sidecar.tool)
-        diagnostics += problems
-        files.append(RawFile(host, source, sidecar, result))
-    for path in entries:
-        source = path.relative_to(run_dir).as_posix()
-        if path.name.endswith(SIDECAR_SUFFIX) or path.name in claimed:
-            continue
-        if not path.is_file():
-            diagnostics.append(_warning("not a regular file; ignored", source))
-            continue
-        diagnostics.append(
-            _warning(
-                "raw output without a sidecar: the command and exit status "
-                "are unknown; parsed by detecting the tool",
-                source,
-            )
+@dataclass
+class _Reading:
+    """What reading raw/ found so far."""
+
+    files: list[RawFile] = field(default_factory=list)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    refused: list[Diagnostic] = field(default_factory=list)
+
+    def refuse(self, message: str, source: str) -> None:
+        self.refused.append(_error(message, source))
+
+
+def _foreign_pair(step: str, host: str) -> str | None:
+    """Why `host`'s folder may not hold `step`: a pair step of two other nodes (a node is never
+    judged on another node's file); None when it may."""
+    pair = pair_step(step)
+    if pair is None or host in (pair.src, pair.dst):
+        return None
+    return f"pair step {step!r} is {pair.src} and {pair.dst}'s, not {host}'s"
+
+
+def _read_sidecar_step(run_dir: Path, host: str, path: Path, found: _Reading) -> str | None:
+    """One sidecar and the raw output it names; the raw file name it claims, if any."""
+    source = path.relative_to(run_dir).as_posix()
+    sidecar, problems = read_sidecar(path, run_dir, host)
+    found.diagnostics += problems
+    if sidecar is None:
+        return None
+    if why := _foreign_pair(sidecar.name, host):
+        found.refuse(f"{why}: this sidecar and its output", source)
+        return sidecar.raw
+    if sidecar.raw is None:
+        found.files.append(RawFile(host, source, sidecar, None))
+        return None
+    try:
+        raw_path = host_file(run_dir, host, sidecar.raw)
+    except RefusedPath as refused:
+        found.refuse(
+            f"{path.name} names raw {sidecar.raw!a}, refused: {refused} (a raw output is a "
+            f"file of its own host's folder, {RAW_DIR}/{host}/)",
+            source,
         )
-        result, problems = parse_raw(path, source, None)
-        diagnostics += problems
-        files.append(RawFile(host, source, None, result))
-    return files, diagnostics
+        return sidecar.raw
+    raw_source = f"{RAW_DIR}/{host}/{sidecar.raw}"
+    if raw_path is None:
+        if not sidecar.skipped:
+            found.diagnostics.append(
+                _error(f"raw output {sidecar.raw!r} named by {path.name} is missing", raw_source)
+            )
+        found.files.append(RawFile(host, raw_source, sidecar, None))
+        return sidecar.raw
+    result, problems = parse_raw(raw_path, raw_source, sidecar.tool)
+    found.diagnostics += problems
+    found.files.append(RawFile(host, raw_source, sidecar, result))
+    return sidecar.raw
+
+
+def _read_unclaimed(run_dir: Path, host: str, name: str, found: _Reading) -> None:
+    """A file no sidecar names: parsed by detecting its tool, with a warning."""
+    source = f"{RAW_DIR}/{host}/{name}"
+    path = host_file(run_dir, host, name)
+    if path is None:
+        found.diagnostics.append(_warning("not a regular file; ignored", source))
+        return
+    step = name.split(".")[0]
+    if why := _foreign_pair(step, host):
+        found.refuse(why, source)
+        return
+    found.diagnostics.append(
+        _warning(
+            "raw output without a sidecar: the command and exit status "
+            "are unknown; parsed by detecting the tool",
+            source,
+        )
+    )
+    result, problems = parse_raw(path, source, None)
+    found.diagnostics += problems
+    found.files.append(RawFile(host, source, None, result))
+
+
+def _read_host(run_dir: Path, host: str, found: _Reading) -> None:
+    """Every sidecar of raw/<host>/ and what it names, then the files no sidecar names; each
+    file through `host_file`."""
+    names = sorted(entry.name for entry in (run_dir / RAW_DIR / host).iterdir())
+    claimed: set[str] = set()
+    for name in names:
+        if not name.endswith(SIDECAR_SUFFIX):
+            continue
+        try:
+            path = host_file(run_dir, host, name)
+        except RefusedPath as refused:
+            found.refuse(str(refused), f"{RAW_DIR}/{host}/")
+            continue
+        if path is None:
+            found.diagnostics.append(
+                _warning("not a regular file; ignored", f"{RAW_DIR}/{host}/{name}")
+            )
+            continue
+        if (raw := _read_sidecar_step(run_dir, host, path, found)) is not None:
+            claimed.add(raw)
+    for name in names:
+        if name.endswith(SIDECAR_SUFFIX) or name in claimed:
+            continue
+        try:
+            _read_unclaimed(run_dir, host, name, found)
+        except RefusedPath as refused:
+            found.refuse(str(refused), f"{RAW_DIR}/{host}/")
 
 
 def read_run_folder(run_dir: Path) -> RunFolder:
@@ -322,51 +448,49 @@ def read_run_folder(run_dir: Path) -> RunFolder:
         )
     if not run_dir.is_dir():
         raise RunFolderError(f"{run_dir}: not a folder; pass the run folder that holds raw/")
-    raw_dir = run_dir / "raw"
+    raw_dir = run_dir / RAW_DIR
     if not raw_dir.is_dir():
         raise RunFolderError(
             f"{run_dir}: no raw/ folder; a run folder holds raw/<host>/<output> "
             "files written by the playbook (run it first, or pass its folder)"
         )
     meta, diagnostics = read_run_json(run_dir)
-    files: list[RawFile] = []
     try:
-        entries = sorted(raw_dir.iterdir(), key=lambda p: p.name)
+        names = sorted(entry.name for entry in raw_dir.iterdir())
     except OSError as exc:
         raise RunFolderError(
             f"{raw_dir}: cannot list: {exc.strerror or exc}; check its permissions"
         ) from exc
-    host_dirs: list[Path] = []
-    for entry in entries:
-        if entry.is_dir():
-            host_dirs.append(entry)
-        else:
-            diagnostics.append(
+    found = _Reading(diagnostics=diagnostics)
+    present: list[str] = []
+    for name in names:
+        try:
+            host_dir = _check_host(run_dir, name)
+        except RefusedPath as refused:
+            found.refuse(str(refused), f"{RAW_DIR}/")
+            continue
+        if not host_dir.is_dir():
+            found.diagnostics.append(
                 _warning(
-                    "file directly under raw/ (expected raw/<host>/<file>); ignored",
-                    entry.relative_to(run_dir).as_posix(),
+                    f"file directly under {RAW_DIR}/ (expected {RAW_DIR}/<host>/<file>); ignored",
+                    f"{RAW_DIR}/{name}",
                 )
             )
-    for host_dir in host_dirs:
+            continue
+        present.append(name)
         try:
-            host_files, problems = _read_host(run_dir, host_dir)
+            _read_host(run_dir, name, found)
         except OSError as exc:
-            problems = [
-                _error(
-                    f"cannot read host folder: {exc.strerror or exc}",
-                    host_dir.relative_to(run_dir).as_posix(),
-                )
-            ]
-            host_files = []
-        files += host_files
-        diagnostics += problems
+            found.diagnostics.append(
+                _error(f"cannot read host folder: {exc.strerror or exc}", f"{RAW_DIR}/{name}")
+            )
     listed_hosts = [str(h) for h in meta.get("hosts", [])]
-    present = {d.name for d in host_dirs}
     return RunFolder(
         run_dir=run_dir,
         meta=meta,
-        hosts=sorted(present | set(listed_hosts)),
-        without_folder=sorted(set(listed_hosts) - present),
-        files=files,
-        diagnostics=diagnostics,
+        hosts=sorted(set(present) | set(listed_hosts)),
+        without_folder=sorted(set(listed_hosts) - set(present)),
+        files=found.files,
+        diagnostics=found.diagnostics,
+        refused=found.refused,
     )

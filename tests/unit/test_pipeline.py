@@ -289,3 +289,56 @@ def test_mixed_mpi_versions_across_hosts_fail(tmp_path: Path) -> None:
     assert check["reason"] == (
         "mixed MPI versions across hosts: Open MPI 4.1.4 on h1; Open MPI 5.0.3 on h2"
     )
+
+
+# ------------------------------------ without run.json, nothing says which hosts were expected
+
+
+def test_a_missing_host_cannot_hide_by_a_missing_run_json(tmp_path: Path) -> None:
+    listed = lambda_run(tmp_path / "listed", hosts=["h1", "h2"])  # h2 left nothing
+    assert main(["report", str(listed), "--quiet"]) == 1
+    assert checks_by_id(listed)["host.reachable"]["host"] == "h2"
+    unlisted = tmp_path / "unlisted"
+    shutil.copytree(listed / "raw", unlisted / "raw")
+    assert main(["report", str(unlisted), "--quiet"]) == 3
+    assert results(unlisted)["verdict"] == "unjudged"  # never warn, never a pass
+    assert checks_by_id(unlisted)["run.hosts"]["status"] == "unjudged"
+
+
+def test_a_healthy_folder_without_run_json_is_at_best_unjudged(tmp_path: Path) -> None:
+    run = lambda_run(tmp_path)
+    assert main(["report", str(run), "--quiet"]) == 0
+    (run / "run.json").unlink()
+    assert main(["report", str(run), "--quiet"]) == 3
+    assert results(run)["verdict"] == "unjudged"
+    statuses = {c["status"] for c in results(run)["checks"] if c["check_id"] != "run.hosts"}
+    assert statuses == {"pass"}  # everything measured passed: only the contract is missing
+
+
+# ---------------------------------------------------------- exit status: unjudged is no pass
+
+VERDICTS = Path(__file__).parents[1] / "data" / "verdicts"
+CASE_OF_VERDICT = {
+    "pass": "pairs-iperf3-2hosts-healthy",
+    "warn": "run-json-without-expected",
+    "unjudged": "topology-unknown-gpu-model",
+    "fail": "nccl-out-of-bounds-failed",
+    "error": "run-json-hosts-not-a-list",
+}
+# --fail-on (None: the default) -> the exit status of each verdict
+EXIT_STATUS = {
+    None: {"pass": 0, "warn": 0, "unjudged": 3, "fail": 1, "error": 2},
+    "unjudged": {"pass": 0, "warn": 0, "unjudged": 3, "fail": 1, "error": 2},
+    "fail": {"pass": 0, "warn": 0, "unjudged": 0, "fail": 1, "error": 2},
+    "warn": {"pass": 0, "warn": 1, "unjudged": 3, "fail": 1, "error": 2},
+}
+
+
+@pytest.mark.parametrize("fail_on", list(EXIT_STATUS))
+@pytest.mark.parametrize("verdict", list(CASE_OF_VERDICT))
+def test_exit_status_of_each_verdict(tmp_path: Path, verdict: str, fail_on: str | None) -> None:
+    option = ["--fail-on", fail_on] if fail_on else []
+    case = VERDICTS / CASE_OF_VERDICT[verdict]
+    code = main(["report", str(case), "--quiet", "--out", str(tmp_path / "out"), *option])
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["verdict"] == verdict
+    assert code == EXIT_STATUS[fail_on][verdict]

@@ -3,12 +3,15 @@ cross-host version rule, the capture module's name, the report and the pair judg
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import runpy
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from gpuval import plugin_api, steps
 
@@ -167,3 +170,34 @@ def test_declared_hardware_takes_the_variables_that_are_set_in_the_schemas_types
 def test_declared_hardware_names_a_bad_variable(variables: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         plugin_api.declared_hardware(variables)
+
+
+UNKNOWN_GPU_MODEL = REPO / "tests" / "data" / "verdicts" / "topology-unknown-gpu-model"
+
+
+def test_the_report_gate_fails_closed_on_an_unjudged_run(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(UNKNOWN_GPU_MODEL, run)
+    rendered = plugin_api.render_report(run)
+    assert (rendered.verdict, rendered.rc) == ("unjudged", 3)  # never a pass for the play
+    assert plugin_api.render_report(run, fail_on="fail").rc == 0  # relaxed on request
+
+
+def test_every_gate_fails_closed_by_default() -> None:
+    """gpuval report and run, the report action and the report role all default to
+    --fail-on unjudged."""
+    from gpuval.cli import build_parser
+    from gpuval.run.launch import RunRequest
+
+    parser = build_parser()
+    for command in (["report", "r"], ["run"]):
+        assert parser.parse_args(command).fail_on == "unjudged"
+    assert {f.name: f.default for f in dataclasses.fields(RunRequest)}["fail_on"] == "unjudged"
+    action = runpy.run_path(str(REPO / "plugins" / "action" / "gpuval_report.py"))
+    documented = yaml.safe_load(action["DOCUMENTATION"])["options"]["fail_on"]["default"]
+    assert action["ARGUMENT_SPEC"]["fail_on"]["default"] == documented == "unjudged"
+    role = REPO / "roles" / "report"
+    defaults = yaml.safe_load((role / "defaults" / "main.yml").read_text())
+    specs = yaml.safe_load((role / "meta" / "argument_specs.yml").read_text())
+    specified = specs["argument_specs"]["main"]["options"]["report_fail_on"]["default"]
+    assert defaults["report_fail_on"] == specified == "unjudged"

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from gpuval.evidence import build_evidence
-from gpuval.runfolder import RunFolderError, read_run_folder
+from gpuval.runfolder import RunFolder, RunFolderError, read_run_folder
 
 SAMPLE = Path(__file__).parents[1] / "data" / "sample-run"
 TOPO = (SAMPLE / "raw" / "dual-gpu-pcie" / "nvidia-smi-topo.txt").read_text()
@@ -122,3 +123,78 @@ def test_folders_that_are_not_run_folders_raise_with_advice(tmp_path: Path, layo
         target.mkdir()
     with pytest.raises(RunFolderError, match="raw/"):
         read_run_folder(target)
+
+
+# ------------------------------------------------ the nodes write raw/: nothing there is trusted
+
+SECRET = "controller-secret-3f9c"
+
+
+def planted(tmp_path: Path) -> Path:
+    """A run folder inside tmp_path, a secret beside it, and node n2's own topology."""
+    (tmp_path / "secret.txt").write_text(f"{SECRET}\n")
+    run = tmp_path / "run"
+    write_step(run, "n2", "topo")
+    return run
+
+
+def refused_sources(folder: RunFolder) -> list[str | None]:
+    return [d.source for d in folder.refused]
+
+
+@pytest.mark.parametrize(
+    "raw", ["../../../secret.txt", "/etc/hostname", "../n2/topo.txt", "./topo.txt", "", ".."]
+)
+def test_a_raw_path_that_is_not_a_file_of_its_own_folder_is_refused(
+    tmp_path: Path, raw: str
+) -> None:
+    run = planted(tmp_path)
+    write_step(run, "n1", "topo", text=None, raw=raw)
+    folder = read_run_folder(run)
+    assert refused_sources(folder) == ["raw/n1/topo.meta.json"]  # names the sidecar
+    (refused,) = folder.refused
+    assert refused.level == "error" and ascii(raw) in refused.message
+    assert [f.host for f in folder.files] == ["n2"]  # n1 judged on nothing, n2's file is n2's
+
+
+def test_links_are_never_followed(tmp_path: Path) -> None:
+    run = planted(tmp_path)
+    (run / "raw/n1").mkdir()
+    (run / "raw/n1/topo.txt").symlink_to(run / "raw/n2/topo.txt")  # a sidecar names it
+    (run / "raw/n1/topo.meta.json").write_text(json.dumps(sidecar("topo", "n1")))
+    (run / "raw/n1/passwd.txt").symlink_to("/etc/passwd")  # no sidecar
+    (run / "raw/n1/other.meta.json").symlink_to(run / "raw/n2/topo.meta.json")
+    (run / "raw/n3").symlink_to(tmp_path)  # a host folder that is a link
+    folder = read_run_folder(run)
+    assert sorted(refused_sources(folder)) == [
+        "raw/", "raw/n1/", "raw/n1/", "raw/n1/topo.meta.json"
+    ]  # fmt: skip
+    assert all("symbolic link" in d.message for d in folder.refused)
+    assert [(f.host, f.path) for f in folder.files] == [("n2", "raw/n2/topo.txt")]
+    assert folder.hosts == ["n1", "n2"]
+
+
+def test_names_that_are_not_plain_are_refused(tmp_path: Path) -> None:
+    run = planted(tmp_path)
+    os.mkdir(os.fsencode(run / "raw") + b"/n\xff")  # not UTF-8
+    (run / "raw" / ".hidden").mkdir()
+    (run / "raw/n2" / "topo\n.txt").write_text(TOPO)
+    folder = read_run_folder(run)
+    assert sorted(refused_sources(folder)) == ["raw/", "raw/", "raw/n2/"]
+    messages = " ".join(d.message for d in folder.refused)
+    assert "'n\\udcff'" in messages and "'.hidden'" in messages and "'topo\\n.txt'" in messages
+    assert [f.path for f in folder.files] == ["raw/n2/topo.txt"] and folder.hosts == ["n2"]
+
+
+def test_a_pair_step_of_two_other_nodes_is_refused(tmp_path: Path) -> None:
+    run = planted(tmp_path)
+    write_step(run, "n3", "pair-iperf3-r1-n1--n2-try1")  # with a sidecar
+    (run / "raw/n3/pair-nccl-r1-n1--n2-try1.txt").write_text(TOPO)  # without
+    write_step(run, "n1", "pair-iperf3-r1-n1--n2-try2")  # n1's own
+    folder = read_run_folder(run)
+    assert sorted(refused_sources(folder)) == [
+        "raw/n3/pair-iperf3-r1-n1--n2-try1.meta.json", "raw/n3/pair-nccl-r1-n1--n2-try1.txt",
+    ]  # fmt: skip
+    assert sorted(f.path for f in folder.files) == [
+        "raw/n1/pair-iperf3-r1-n1--n2-try2.txt", "raw/n2/topo.txt",
+    ]  # fmt: skip

@@ -23,7 +23,7 @@ CORPUS = Path(__file__).parents[1] / "data" / "verdicts"
 CASES = sorted(p.name for p in CORPUS.iterdir() if (p / "expected.json").is_file())
 CLUSTER = "cluster"
 FAILING = frozenset({"fail", "error"})
-EXIT_CODES = {"pass": 0, "warn": 0, "unjudged": 0, "fail": 1, "error": 2}
+EXIT_CODES = {"pass": 0, "warn": 0, "unjudged": 3, "fail": 1, "error": 2}  # --fail-on default
 MAX_CORPUS_BYTES = 2_000_000
 
 

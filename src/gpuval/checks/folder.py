@@ -3,7 +3,7 @@ hosts, and whether anything was measured at all. Missing evidence is never a pas
 
 from __future__ import annotations
 
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from gpuval import parsers
 from gpuval.checks.context import Judge
@@ -14,7 +14,7 @@ from gpuval.records.collective_bench import CollectiveBenchRun
 from gpuval.records.nccl import NcclRun
 from gpuval.records.network import Iperf3Run
 from gpuval.records.p2p import P2PRun
-from gpuval.runfolder import RUN_JSON, RawFile
+from gpuval.runfolder import RUN_JSON, RawFile, RefusedPath, host_file
 from gpuval.steps import failed_phase, pair_step
 
 
@@ -38,14 +38,27 @@ def _diagnostic_status(diagnostic: Diagnostic) -> Status:
 
 
 def folder_checks(judge: Judge) -> None:
-    """Run-folder problems (run.json, bad sidecars, missing raw files, files without sidecar)
-    and hosts listed in run.json that left nothing."""
+    """Run-folder problems (run.json, bad sidecars, missing raw files, files without sidecar,
+    paths refused), a run.json that cannot say which hosts were expected, and hosts listed in
+    run.json that left nothing."""
     folder = judge.evidence.folder
     for diagnostic in folder.diagnostics:
         judge.add(Check(
             check_id="run-folder", host=_host_of(diagnostic.source), category="completeness",
             status=_diagnostic_status(diagnostic), reason=diagnostic.message,
             source=located(diagnostic),
+        ))  # fmt: skip
+    for refused in folder.refused:
+        judge.add(Check(
+            check_id="run-folder.refused", host=_host_of(refused.source), category="completeness",
+            status="error", reason=f"{refused.message}; not read (a node is judged on the files "
+            "of its own folder only), so the run cannot be judged", source=refused.source,
+        ))  # fmt: skip
+    if "hosts" not in folder.meta:
+        judge.add(Check(
+            check_id="run.hosts", host=CLUSTER, category="completeness", status="unjudged",
+            reason="run.json does not list the run's hosts (no run.json, or none usable): a host "
+            "that left nothing cannot be noticed, so the run is at best unjudged", source=RUN_JSON,
         ))  # fmt: skip
     for host in judge.evidence.unreachable:
         steps = folder.expected_steps(host)
@@ -66,7 +79,12 @@ def is_pair_file(raw: RawFile) -> bool:
 def _failure_record(raw: RawFile, run_dir: Path) -> str:
     """What the controller wrote when the node failed a phase: the task and its message."""
     try:
-        text = (run_dir / raw.path).read_text(encoding="utf-8", errors="replace").strip()
+        path = host_file(run_dir, raw.host, PurePosixPath(raw.path).name)
+        if path is None:
+            return "its record is missing"
+        text = parsers.read_text(path).strip()
+    except RefusedPath as problem:
+        return f"its record cannot be read ({problem})"
     except OSError as problem:
         return f"its record cannot be read ({problem.strerror or problem})"
     return " ".join(text.split()) or "its record is empty"

@@ -2,8 +2,8 @@
 
 CI systems show it natively. JUnit has no "warn": a warning passes, its reason in <system-out>.
 Nor has it "unjudged" (measured, but nothing trustworthy to judge it against): such a check is
-<skipped> with its reason, so CI shows it as neither passed nor failed, as gpuval's own exit
-status does (unjudged exits 0 unless --fail-on asks otherwise).
+<skipped> with its reason, so CI shows it as neither passed nor failed; gpuval's own exit
+status for it is 3 (0 with --fail-on fail).
 """
 
 from __future__ import annotations

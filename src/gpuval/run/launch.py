@@ -39,7 +39,7 @@ from gpuval.checks.model import Status
 from gpuval.cloud.key_handover import KEY_SOCKET_ENV, serving_key
 from gpuval.cloud.lambda_api import API_KEY_ENV
 from gpuval.outputs import OutputSet, json_text
-from gpuval.pipeline import AUTO, PROFILE_RECORD, report_run
+from gpuval.pipeline import AUTO, DEFAULT_FAIL_ON, EXIT_ERROR, PROFILE_RECORD, report_run
 from gpuval.profile import Profile
 from gpuval.run.progress import Progress, ticking
 from gpuval.steps import PLANNED_PHASES as MEASURING_PHASES
@@ -47,7 +47,6 @@ from gpuval.steps import PLANNED_PHASES as MEASURING_PHASES
 RUN_ID_FORMAT = "%Y%m%dT%H%M%SZ"
 STOP_GRACE_S = 30.0
 COLLECT_TIMEOUT_S = 300
-EXIT_ERROR = 2
 CHECKOUT = Path(__file__).resolve().parents[3]
 COLLECTION_PLAYBOOK = "gpuval.cluster.benchmark"
 
@@ -82,7 +81,7 @@ class RunRequest:
     skip_tags: tuple[str, ...] = ()
     limit: str | None = None
     extra_vars: tuple[str, ...] = ()  # -e arguments as given
-    fail_on: Status = "fail"
+    fail_on: Status = DEFAULT_FAIL_ON
     prometheus_file: Path | None = None
     webhook_url: str | None = field(default=None, repr=False)  # a secret: never printed
     # more for Ansible (ARA; the socket that hands over the Lambda API key)
@@ -243,7 +242,8 @@ def _record_profile(request: RunRequest, extravars: dict[str, Any]) -> None:
 
 
 def launch(request: RunRequest, out: TextIO = sys.stdout) -> int:
-    """Run the playbook, follow it, report; the exit code (0 pass, 1 fail, 2 error/stopped)."""
+    """Run the playbook, follow it, report; the exit code (pipeline.EXIT_CODES; a stopped run
+    is an error)."""
     run_dir = request.run_dir.resolve()
     phases = phases_run(request.tags, request.skip_tags)
     extravars: dict[str, Any] = {
