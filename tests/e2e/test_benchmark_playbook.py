@@ -353,7 +353,8 @@ def test_a_node_cut_off_mid_run_keeps_what_it_measured(
     # A host became unreachable mid-run: ansible-playbook exits 4, the report written all the same.
     assert run.returncode == 4, run.output[-6000:]
     assert "fatal: [node2]: UNREACHABLE!" in run.output
-    assert summary(run)["verdict"] == "fail"
+    # Nothing measured on these hosts without GPU: never a pass (as the runs without GPU).
+    assert summary(run)["verdict"] == "error"
     node2 = run.run_dir / "raw" / "node2"
     # What node2 measured before the cut reached the controller: its preflight, its node health
     # and its intranode steps (skipped on a machine without GPU: a sidecar saying why).
