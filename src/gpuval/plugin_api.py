@@ -8,7 +8,8 @@ pair analysis, the thresholds, the report pipeline), so a move of those is fixed
 - `render_report`: `gpuval report` on a run folder, its verdict and what it printed;
 - `preflight_facts` / `version_problems`: the facts later roles need, read from preflight
   probe outputs by gpuval's parsers, and the cross-host version rule;
-- `capture_module`: the name of the node-side capture module beside a running action.
+- `capture_module` / `sibling_module`: the name of a node-side module (capture, pack) beside a
+  running action.
 """
 
 from __future__ import annotations
@@ -33,13 +34,18 @@ VERDICT_OF_EXIT_CODE = {1: "fail", 2: "error", 3: "unjudged"}
 
 
 def capture_module(resolved_action: str | None) -> str:
-    """gpuval_capture from the same place as the running action: the collection's FQCN when the
-    action came from a collection (gpuval.cluster.gpuval_mpirun), else the short name that
-    ansible.cfg's library path resolves."""
+    """gpuval_capture from the same place as the running action."""
+    return sibling_module(resolved_action, CAPTURE_MODULE)
+
+
+def sibling_module(resolved_action: str | None, module: str) -> str:
+    """A node-side module of gpuval from the same place as the running action: the
+    collection's FQCN when the action came from a collection (gpuval.cluster.gpuval_mpirun),
+    else the short name that ansible.cfg's library path resolves."""
     parts = (resolved_action or "").split(".")
     if len(parts) == 3 and parts[0] != "ansible":
-        return f"{parts[0]}.{parts[1]}.{CAPTURE_MODULE}"
-    return CAPTURE_MODULE
+        return f"{parts[0]}.{parts[1]}.{module}"
+    return module
 
 
 # ------------------------------------------------------------------ pair tests between rounds

@@ -60,3 +60,14 @@ def install_doubles(cluster: Cluster, work: Path) -> None:
         target = host.root / DOUBLES_ON_HOST.lstrip("/")
         shutil.copytree(DOUBLES / "bin", target / "bin")
         shutil.copytree(data, target / "data")
+
+
+def install_empty_journal(cluster: Cluster) -> None:
+    """On every host a `journalctl` that finds nothing, as on a fresh container or minimal VM
+    whose journald holds no kernel messages: it prints `-- No entries --` and exits 0. It lies in
+    /usr/local/bin, before /usr/bin (a real journalctl) on root's PATH."""
+    for host in cluster.hosts:
+        journalctl = host.root / "usr" / "local" / "bin" / "journalctl"
+        journalctl.parent.mkdir(parents=True, exist_ok=True)
+        journalctl.write_text("#!/bin/sh\necho '-- No entries --'\n")
+        journalctl.chmod(0o755)

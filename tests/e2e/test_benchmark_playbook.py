@@ -8,7 +8,9 @@
    failing verdict): every node failing preflight (the inventory says 8 GPUs per node), one node
    failing its install (a package that does not exist), and a node unreachable from the start.
    The failed node's outputs so far reach the controller with a failure record naming the phase,
-   the task and its message; the other nodes go on.
+   the task and its message; the other nodes go on. And a fourth way: node2's link cut when the
+   internode phase starts (exit status 4, a host became unreachable): what node2 measured before
+   (preflight, health, intranode) is in the run folder all the same.
 3. Two hosts where test doubles print recorded real outputs of a 4x H100 node in place of
    nvidia-smi, all_reduce_perf and p2pBandwidthLatencyTest (tests/fixtures/gpu-doubles): the
    intranode, internode (mpirun over ssh between the hosts), collect and report phases run through
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,13 +33,20 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.e2e.doubles import DOUBLES_VARS, NCCL_DIR, REPO, install_doubles
+from tests.e2e.doubles import (
+    DOUBLES_VARS,
+    NCCL_DIR,
+    REPO,
+    install_doubles,
+    install_empty_journal,
+)
 from tests.e2e.runs import PlaybookRun, inventory_dir, record, run_playbook
 from tests.simhosts import faults
 from tests.simhosts.cluster import Cluster
 from tests.simhosts.fixtures import simulated_hosts
 
 pytestmark = pytest.mark.simhosts
+HERE = Path(__file__).parent
 # The pair phase's iperf3 pairs, shorter than a cluster's: these runs are about the playbook.
 SHORT_PAIRS = {"bench_pairs_iperf3_seconds": 2, "bench_pairs_iperf3_timeout_s": 20}
 
@@ -84,15 +94,23 @@ class NoGpuCluster:
     inventory: Path
     reports: Path
 
-    def run(self, run_id: str, extra_vars: dict[str, object] | None = None) -> PlaybookRun:
+    def run(
+        self,
+        run_id: str,
+        extra_vars: dict[str, object] | None = None,
+        environment: dict[str, str] | None = None,
+    ) -> PlaybookRun:
         variables = {**SHORT_PAIRS, **(extra_vars or {})}
-        return run_playbook("benchmark.yml", self.inventory, self.reports, run_id, variables)
+        return run_playbook(
+            "benchmark.yml", self.inventory, self.reports, run_id, variables, (), environment
+        )
 
 
 @pytest.fixture(scope="module")
 def nogpu(tmp_path_factory: pytest.TempPathFactory, toolkits: list[str]) -> Iterator[NoGpuCluster]:
     work = tmp_path_factory.mktemp("e2e-nogpu")
     with simulated_hosts(3, name="e2e-nogpu", bind_ro=toolkits) as cluster:
+        install_empty_journal(cluster)
         yield NoGpuCluster(cluster, inventory_dir(cluster, work / "inventory"), work / "reports")
 
 
@@ -112,7 +130,7 @@ def runs_without_gpu(nogpu: NoGpuCluster) -> list[PlaybookRun]:
 
 @pytest.fixture(scope="module")
 def broken_runs(nogpu: NoGpuCluster, runs_without_gpu: list[PlaybookRun]) -> dict[str, PlaybookRun]:
-    """After the healthy runs (the packages are installed): three broken runs, the last one
+    """After the healthy runs (the packages are installed): four broken runs, the last one
     with node3 dead."""
     runs = {"every-node-fails-preflight": nogpu.run("all-preflight", {"gpuval_gpus_per_node": 8})}
     # node2 lost Open MPI's compiler wrapper, and the package meant to bring it back does not
@@ -127,11 +145,32 @@ def broken_runs(nogpu: NoGpuCluster, runs_without_gpu: list[PlaybookRun]) -> dic
     finally:
         broken.unlink()
         hidden.rename(mpicc)
+    runs["node-lost-at-internode"] = cut_node2_at_internode(nogpu)
     faults.kill_host(nogpu.cluster, nogpu.cluster.host("node3"))
     runs["node-unreachable-from-the-start"] = nogpu.run("unreachable")
     for label, run in runs.items():
         record(f"benchmark.yml, 3 hosts, {label}: {run.seconds:.0f} s, exit {run.returncode}")
     return runs
+
+
+def cut_node2_at_internode(nogpu: NoGpuCluster) -> PlaybookRun:
+    """A run whose node2 loses its link (every packet it receives dropped) when the internode
+    phase starts, cut by a callback of the tests (callback_plugins/play_fault.py); the link is
+    back for the runs after it."""
+    cut = [
+        sys.executable, "-m", "tests.simhosts", "drop", "--state-dir", nogpu.cluster.state_dir,
+        "node2",
+    ]  # fmt: skip
+    environment = {
+        "ANSIBLE_CALLBACK_PLUGINS": f"{REPO / 'plugins/callback'}:{HERE / 'callback_plugins'}",
+        "ANSIBLE_CALLBACKS_ENABLED": "gpuval_interrupted,play_fault",
+        "GPUVAL_FAULT_AT_PLAY": "Benchmark across the nodes",
+        "GPUVAL_FAULT_COMMAND": json.dumps(cut),
+    }
+    try:
+        return nogpu.run("node2-lost", NOTHING_MEASURED, environment)
+    finally:
+        faults.restore_traffic(nogpu.cluster.host("node2"))
 
 
 @pytest.fixture(scope="module")
@@ -174,6 +213,21 @@ def test_run_without_gpu_completes_and_reports_the_skipped_phases(
         assert "gpuval verdict ERROR" in run.output
         report = (run.run_dir / "report.html").read_text()
         assert "no usable GPU on this host" in report
+        # The hosts' journald holds no kernel message (install_empty_journal): the kernel log
+        # is read another way or left unjudged, never a failure of the node.
+        assert not [c for c in kernel_log_checks(run) if c["status"] in ("fail", "error")]
+        assert not [c for c in kernel_log_checks(run) if c["check_id"] == "parse.error"]
+
+
+def kernel_log_checks(run: PlaybookRun) -> list[dict[str, str]]:
+    """The checks of results.json on a kernel log, before or after the benchmarks."""
+    results = json.loads((run.run_dir / "results.json").read_text())
+    return [
+        check
+        for check in results["checks"]
+        if Path(str(check.get("source") or "").split(":")[0]).name.startswith("health-kernel-log")
+        or check["check_id"] == "health.xid"
+    ]
 
 
 def install_and_build_output(run: PlaybookRun) -> str:
@@ -314,6 +368,32 @@ def test_a_node_unreachable_from_the_start_is_reported(
     for host in ["node1", "node2"]:
         assert (run.run_dir / "raw" / host / "os-release.txt").is_file()
     assert failing_checks_of(run, "node3")
+
+
+def test_a_node_cut_off_mid_run_keeps_what_it_measured(
+    broken_runs: dict[str, PlaybookRun],
+) -> None:
+    run = broken_runs["node-lost-at-internode"]
+    assert "play_fault: " in run.output, "the test's callback did not cut node2's link"
+    # A host became unreachable mid-run: ansible-playbook exits 4, the report written all the same.
+    assert run.returncode == 4, run.output[-6000:]
+    assert "fatal: [node2]: UNREACHABLE!" in run.output
+    # Nothing measured on these hosts without GPU: never a pass (as the runs without GPU).
+    assert summary(run)["verdict"] == "error"
+    node2 = run.run_dir / "raw" / "node2"
+    # What node2 measured before the cut reached the controller: its preflight, its node health
+    # and its intranode steps (skipped on a machine without GPU: a sidecar saying why).
+    assert (node2 / "os-release.txt").read_text().strip()
+    assert sidecar(run, "node2", "os-release")["exit_code"] == 0
+    assert (node2 / "health-kernel-log.txt").is_file()
+    assert sidecar(run, "node2", "health-kernel-log")["phase"] == "health"
+    assert "no usable GPU" in str(sidecar(run, "node2", "nccl-all_reduce")["skipped"])
+    assert (node2 / "p2pBandwidthLatencyTest.meta.json").is_file()
+    # And the report names node2 as lost: what it should have done after the cut is missing.
+    reasons = [c["reason"] for c in failing_checks_of(run, "node2")]
+    assert any("output was lost" in reason for reason in reasons), reasons
+    for host in ["node1", "node3"]:  # the others went on to the end
+        assert (run.run_dir / "raw" / host / "health-kernel-log-after.meta.json").is_file()
 
 
 def test_the_report_names_the_task_and_message_that_failed_each_node(

@@ -1,45 +1,159 @@
-"""The collect action's unpacking: every file arrives, and a second collect changes nothing."""
+"""The collect action and its node side (library/gpuval_pack.py): every file arrives, a second
+collect carries nothing, only what changed goes again, a controller copy is never shortened,
+and nothing the node sends lands outside its folder."""
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import importlib.util
 import io
 import os
 import tarfile
 from pathlib import Path
 from types import ModuleType
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpuval.outputs import OutputError
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def collect_plugin() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "gpuval_collect_action", REPO / "plugins" / "action" / "gpuval_collect.py"
-    )
+def load(name: str, path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-def packed(folder: Path) -> bytes:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
-        tar.add(folder, arcname=".")
-    return buffer.getvalue()
+ACTION = load("gpuval_collect_action", REPO / "plugins" / "action" / "gpuval_collect.py")
+PACK = load("gpuval_pack_module", REPO / "library" / "gpuval_pack.py")
 
 
-def test_unpack_counts_new_and_changed_files(tmp_path: Path) -> None:
-    unpack = collect_plugin()._unpack
-    node = tmp_path / "node"
+def collect(node: Path, dest: Path) -> tuple[dict[str, Any], Any]:
+    """One collect as the action does it: the node packs against what dest holds, dest unpacks."""
+    packed = PACK.pack(str(node), ACTION.held(dest))
+    return packed, ACTION.unpack(base64.b64decode(packed["archive"]), dest)
+
+
+def test_every_file_arrives_once_and_then_only_what_changed(tmp_path: Path) -> None:
+    node, dest = tmp_path / "node", tmp_path / "raw" / "node1"
     node.mkdir()
     (node / "nccl-all_reduce.txt").write_text("8 2 float none -1 26.0")
     (node / ".hidden").write_text("kept too")
-    dest = tmp_path / "raw" / "node1"
-    assert unpack(packed(node), dest) == (2, 2)
+    (node / "sub").mkdir()
+    (node / "sub" / "deep.txt").write_text("deep")
+    packed, unpacked = collect(node, dest)
+    assert (packed["files"], packed["packed"]) == (3, 3)
+    assert sorted(unpacked.written) == [".hidden", "nccl-all_reduce.txt", "sub/deep.txt"]
     assert (dest / "nccl-all_reduce.txt").read_text() == "8 2 float none -1 26.0"
     assert (dest / ".hidden").read_text() == "kept too"
-    assert unpack(packed(node), dest) == (2, 0)  # nothing new: not changed
+    assert (dest / "sub" / "deep.txt").read_text() == "deep"
+    packed, unpacked = collect(node, dest)
+    assert (packed["files"], packed["packed"], packed["archive"]) == (3, 0, "")
+    assert unpacked.written == []
     (node / "pair-iperf3-r1-a--b-try1.json").write_text("{}")
-    os.utime(node / ".hidden", (1, 1))
-    assert unpack(packed(node), dest) == (3, 2)
+    (node / "nccl-all_reduce.txt").write_text("8 2 float none -1 26.0 and the rest")
+    os.utime(node / ".hidden", (1, 1))  # same size, another time: changed
+    packed, unpacked = collect(node, dest)
+    assert packed["packed"] == 3
+    assert sorted(unpacked.written) == [
+        ".hidden", "nccl-all_reduce.txt", "pair-iperf3-r1-a--b-try1.json"
+    ]  # fmt: skip
+    assert (dest / "nccl-all_reduce.txt").read_text().endswith("and the rest")
+
+
+def test_a_controller_copy_is_never_replaced_by_a_shorter_one(tmp_path: Path) -> None:
+    node, dest = tmp_path / "node", tmp_path / "raw" / "node1"
+    node.mkdir()
+    (node / "os-release.txt").write_text("ID=debian\n")
+    (node / "nccl-all_reduce.txt").write_text("# Avg bus bandwidth : 98.414\n")
+    collect(node, dest)
+    (node / "os-release.txt").write_text("")  # emptied (full disk, or a node hiding evidence)
+    (node / "nccl-all_reduce.txt").write_text("# Avg")
+    _, unpacked = collect(node, dest)
+    assert sorted(unpacked.kept) == ["nccl-all_reduce.txt", "os-release.txt"]
+    assert unpacked.written == []
+    assert (dest / "os-release.txt").read_text() == "ID=debian\n"
+    assert (dest / "nccl-all_reduce.txt").read_text() == "# Avg bus bandwidth : 98.414\n"
+
+
+def test_links_on_the_node_are_not_followed(tmp_path: Path) -> None:
+    secret = tmp_path / "node-secret"
+    secret.write_text("not a step's output")
+    node, dest = tmp_path / "node", tmp_path / "raw" / "node1"
+    node.mkdir()
+    (node / "os-release.txt").write_text("ID=debian\n")
+    (node / "link.txt").symlink_to(secret)
+    (node / "folder-link").symlink_to(tmp_path, target_is_directory=True)
+    packed, _ = collect(node, dest)
+    assert (packed["files"], packed["packed"]) == (1, 1)
+    assert sorted(p.name for p in dest.iterdir()) == ["os-release.txt"]
+
+
+def test_a_node_without_its_folder_packs_nothing(tmp_path: Path) -> None:
+    unpacked = ACTION.unpack(b"", tmp_path / "raw" / "node1")
+    assert (unpacked.written, unpacked.kept) == ([], [])
+    assert not (tmp_path / "raw").exists()
+
+
+def archive_of(members: list[tuple[tarfile.TarInfo, bytes]]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for member, content in members:
+            member.size = len(content)
+            tar.addfile(member, io.BytesIO(content) if member.isfile() else None)
+    return buffer.getvalue()
+
+
+def regular(name: str) -> tarfile.TarInfo:
+    return tarfile.TarInfo(name)
+
+
+def link(name: str, target: str) -> tarfile.TarInfo:
+    member = tarfile.TarInfo(name)
+    member.type, member.linkname = tarfile.SYMTYPE, target
+    return member
+
+
+# What a hostile node can put in its archive: names that climb out, absolute names, links.
+HOSTILE_NAMES = st.sampled_from([
+    "../outside.txt", "../../outside.txt", "/tmp/outside.txt", "sub/../../outside.txt",
+    "./../outside.txt", "ok.txt", "sub/ok.txt",
+])  # fmt: skip
+
+
+@settings(max_examples=60, deadline=None)
+@given(names=st.lists(HOSTILE_NAMES, min_size=1, max_size=4), with_link=st.booleans())
+def test_nothing_a_node_sends_lands_outside_its_folder(
+    tmp_path_factory: pytest.TempPathFactory, names: list[str], with_link: bool
+) -> None:
+    root = tmp_path_factory.mktemp("hostile")
+    dest = root / "reports" / "run" / "raw" / "node1"
+    members = [(link("ok.txt", "../../../../outside.txt"), b"")] if with_link else []
+    members += [(regular(name), b"planted") for name in names]
+    dest.parent.mkdir(parents=True)
+    before = sorted(root.rglob("*"))
+    # A refusal (TarError) fails the collect task, naming the folder.
+    with contextlib.suppress(tarfile.TarError):
+        ACTION.unpack(archive_of(members), dest)
+    after = [path for path in sorted(root.rglob("*")) if path not in before]
+    assert all(path == dest or dest in path.parents for path in after), after
+    assert not (root / "reports" / "run" / "raw" / "outside.txt").exists()
+    assert not any(path.is_symlink() for path in after)
+
+
+def test_a_link_on_the_controller_is_refused_never_written_through(tmp_path: Path) -> None:
+    dest = tmp_path / "raw" / "node1"
+    dest.mkdir(parents=True)
+    (dest / "real.txt").write_text("the controller's own file")
+    (dest / "os-release.txt").symlink_to(dest / "real.txt")
+    with pytest.raises(OutputError, match=r"os-release\.txt: a symbolic link"):
+        ACTION.unpack(archive_of([(regular("os-release.txt"), b"ID=debian and more\n")]), dest)
+    assert (dest / "real.txt").read_text() == "the controller's own file"
+    assert (dest / "os-release.txt").is_symlink()

@@ -117,6 +117,10 @@ def test_capture_module_name_follows_the_action() -> None:
     assert plugin_api.capture_module("gpuval.cluster.gpuval_mpirun") == (
         "gpuval.cluster.gpuval_capture"
     )
+    assert plugin_api.sibling_module("gpuval_collect", "gpuval_pack") == "gpuval_pack"
+    assert plugin_api.sibling_module("gpuval.cluster.gpuval_collect", "gpuval_pack") == (
+        "gpuval.cluster.gpuval_pack"
+    )
 
 
 def test_render_report_keeps_gpuval_quiet_and_gives_the_verdict(
