@@ -31,7 +31,7 @@ from pathlib import Path
 
 from gpuval.checks.thresholds import DEFAULTS
 from gpuval.pipeline import build_results
-from gpuval.results import RunResults
+from gpuval.judgement.model import RunJudgement
 from gpuval.runfolder import read_run_folder
 from tests.run_folders import iperf3_pair_steps, write_iperf3_try, write_run_json, write_step
 
@@ -158,6 +158,6 @@ def write_run(
     return run
 
 
-def judge(run: Path) -> RunResults:
+def judge(run: Path) -> RunJudgement:
     """What `gpuval report` judges, with a fixed report time."""
     return build_results(read_run_folder(run), DEFAULTS, GENERATED_AT)

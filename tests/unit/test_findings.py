@@ -38,7 +38,7 @@ def gpu_less_run(tmp_path: Path) -> Path:
 
 
 def test_the_steps_skipped_for_the_same_reason_are_one_finding(tmp_path: Path) -> None:
-    results = judge_folder(read_run_folder(gpu_less_run(tmp_path)), Judging(), "now").results
+    results = judge_folder(read_run_folder(gpu_less_run(tmp_path)), Judging(), "now")
     skipped = [c for c in results.checks if c.check_id.startswith("step.")]
     assert len(skipped) == 21 and {c.status for c in skipped} == {"warn"}
     findings = [f for f in group_findings(results.checks) if f.family == "step.<...>"]
@@ -97,7 +97,7 @@ def test_the_overview_colours_each_host_and_subject_by_its_worst_status() -> Non
 
 
 def test_the_page_filters_and_draws_the_overview_from_its_own_data(tmp_path: Path) -> None:
-    results = judge_folder(read_run_folder(gpu_less_run(tmp_path)), Judging(), "now").results
+    results = judge_folder(read_run_folder(gpu_less_run(tmp_path)), Judging(), "now")
     page = render_report(results)
     data = re.search(r'<script type="application/json" id="gpuval-overview">(.*?)</script>', page)
     assert data

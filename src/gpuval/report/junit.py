@@ -14,8 +14,8 @@ import xml.etree.ElementTree as ET
 from gpuval.checks.health import suggested_action
 from gpuval.checks.model import CLUSTER, Check
 from gpuval.checks.pairs import reference_name
-from gpuval.report.summary import checks_by_host, host_names, sort_checks, status_counts
-from gpuval.results import RunResults
+from gpuval.judgement.model import RunJudgement
+from gpuval.report.summary import checks_by_host, sort_checks, status_counts
 
 # XML 1.0 forbids most control characters (ANSI colour codes in logs would make the file
 # unreadable); ElementTree escapes markup but writes these through as they are.
@@ -66,11 +66,11 @@ def _set_counts(element: ET.Element, checks: list[Check]) -> None:
     element.set("skipped", str(counts["unjudged"]))
 
 
-def build_junit(results: RunResults) -> ET.ElementTree[ET.Element]:
+def build_junit(results: RunJudgement) -> ET.ElementTree[ET.Element]:
     root = ET.Element("testsuites", name=xml_text(f"gpuval {results.run_id}"))
     _set_counts(root, results.checks)
     checks = sort_checks(results.checks)
-    suites = host_names(results)
+    suites = list(results.host_names)
     per_host = checks_by_host(checks)
     if CLUSTER in per_host:
         suites.append(CLUSTER)
@@ -93,7 +93,7 @@ def build_junit(results: RunResults) -> ET.ElementTree[ET.Element]:
     return ET.ElementTree(root)
 
 
-def junit_xml(results: RunResults) -> bytes:
+def junit_xml(results: RunJudgement) -> bytes:
     document: bytes = ET.tostring(
         build_junit(results).getroot(), encoding="utf-8", xml_declaration=True
     )

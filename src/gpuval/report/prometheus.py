@@ -13,14 +13,13 @@ from datetime import datetime
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
 from gpuval.checks.model import STATUS_ORDER, worst
-from gpuval.figures import KeyFigure
+from gpuval.judgement.model import RunJudgement
 from gpuval.report.summary import checks_by_host, status_counts
-from gpuval.results import RunResults
 
 PROMETHEUS_FILE = "gpuval.prom"
 
 
-def _timestamp(results: RunResults) -> float:
+def _timestamp(results: RunJudgement) -> float:
     """When the run started (run.json), else when it was judged; unix seconds."""
     started = results.meta.get("started_at")
     for text in (started if isinstance(started, str) else None, results.generated_at):
@@ -32,7 +31,7 @@ def _timestamp(results: RunResults) -> float:
     return 0.0
 
 
-def build_registry(results: RunResults, figures: list[KeyFigure]) -> CollectorRegistry:
+def build_registry(results: RunJudgement) -> CollectorRegistry:
     registry = CollectorRegistry()
     Gauge(
         "gpuval_run_info",
@@ -40,7 +39,10 @@ def build_registry(results: RunResults, figures: list[KeyFigure]) -> CollectorRe
         ["run_id", "profile", "baseline", "gpuval_version"],
         registry=registry,
     ).labels(
-        results.run_id, results.profile or "", results.baseline or "", results.gpuval_version
+        results.run_id,
+        results.profile_name or "",
+        results.baseline_name or "",
+        results.gpuval_version,
     ).set(1)
     Gauge(
         "gpuval_run_timestamp_seconds", "When the run started (unix time)", registry=registry
@@ -92,7 +94,7 @@ def build_registry(results: RunResults, figures: list[KeyFigure]) -> CollectorRe
         ["host", "counter"],
         registry=registry,
     )
-    for figure in figures:
+    for figure in results.figures:
         family, _, rest = figure.name.partition(".")
         if family == "busbw":
             busbw.labels(figure.host, rest).set(figure.value)
@@ -105,7 +107,7 @@ def build_registry(results: RunResults, figures: list[KeyFigure]) -> CollectorRe
     return registry
 
 
-def prometheus_text(results: RunResults, figures: list[KeyFigure]) -> bytes:
+def prometheus_text(results: RunJudgement) -> bytes:
     """The content of gpuval.prom (written through gpuval.outputs, renamed into place, so the
     collector never reads half a file)."""
-    return generate_latest(build_registry(results, figures))
+    return generate_latest(build_registry(results))
