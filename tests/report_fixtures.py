@@ -30,8 +30,8 @@ from collections.abc import Collection
 from pathlib import Path
 
 from gpuval.checks.thresholds import DEFAULTS
-from gpuval.pipeline import build_results
 from gpuval.judgement.model import RunJudgement
+from gpuval.pipeline import build_results
 from gpuval.runfolder import read_run_folder
 from tests.run_folders import iperf3_pair_steps, write_iperf3_try, write_run_json, write_step
 

@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 from tests.browser.conftest import CHROMIUM_FLAGS
 
+from gpuval.judgement.model import RunJudgement
 from gpuval.pipeline import Judging, judge_folder
 from gpuval.report import write_report_files
-from gpuval.judgement.model import RunJudgement
 from gpuval.runfolder import read_run_folder
 
 pytestmark = pytest.mark.browser

@@ -23,9 +23,9 @@ from tests.report_fixtures import (
     write_run,
 )
 
+from gpuval.judgement.model import RunJudgement
 from gpuval.report import write_report_files
 from gpuval.report.junit import junit_xml
-from gpuval.judgement.model import RunJudgement
 
 
 @pytest.fixture(scope="module")

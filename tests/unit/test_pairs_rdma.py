@@ -7,12 +7,12 @@ from collections.abc import Callable
 
 from gpuval.checks.model import CLUSTER, Check
 from gpuval.checks.pairs import analyse_pairs, read_tries
-from gpuval.parsers import perftest
-from gpuval.report.html import build_context
-from gpuval.report.summary import build_summary
 from gpuval.checks.thresholds import DEFAULTS
 from gpuval.judgement.figures import host_metrics, pair_figures
 from gpuval.judgement.model import RunJudgement
+from gpuval.parsers import perftest
+from gpuval.report.html import build_context
+from gpuval.report.summary import build_summary
 from gpuval.results import results_document
 from gpuval.runfolder import RawFile, Sidecar
 from gpuval.schedule import circle_rounds

@@ -29,9 +29,9 @@ from tests.report_fixtures import (
 from tests.run_folders import write_step
 
 from gpuval.checks.model import STATUS_ORDER
+from gpuval.judgement.model import RunJudgement
 from gpuval.report import write_report_files
 from gpuval.report.summary import build_summary
-from gpuval.judgement.model import RunJudgement
 from gpuval.schema import SchemaError, validate
 
 BUSBW = "busbw_gbps all_reduce"
