@@ -21,6 +21,12 @@ from gpuval.profile import Profile
 from gpuval.records.base import Diagnostic
 from gpuval.runfolder import Sidecar
 
+__all__ = [
+    "BUSBW_PREFIX", "P2P_METRIC", "BusbwSeries", "Cell", "FileEntry", "HostFacts", "HostMetrics",
+    "MeasurementRow", "Outlier", "P2PRun", "RunJudgement", "TopoRun", "busbw_metric",
+    "off_diagonal",
+]  # fmt: skip
+
 P2P_METRIC = "p2p_min_unidirectional_gbps"
 BUSBW_PREFIX = "busbw_gbps "
 

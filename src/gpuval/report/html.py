@@ -11,18 +11,17 @@ from typing import Any
 
 import jinja2
 
-from gpuval.checks.health import suggested_action
 from gpuval.checks.model import STATUS_ORDER, Check, Expectation, rank
-from gpuval.checks.pairs import KINDS, PairKind, reference_name, row_kind
-from gpuval.evidence import HostFacts
 from gpuval.judgement.model import (
     BUSBW_PREFIX,
     P2P_METRIC,
     BusbwSeries,
+    HostFacts,
     Outlier,
     RunJudgement,
     TopoRun,
 )
+from gpuval.judgement.vocabulary import KINDS, PairKind, reference_name, row_kind, suggested_action
 from gpuval.pages import environment as page_environment
 from gpuval.pages import format_value
 from gpuval.report import charts

@@ -11,10 +11,9 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from gpuval.checks.health import suggested_action
 from gpuval.checks.model import CLUSTER, Check
-from gpuval.checks.pairs import reference_name
 from gpuval.judgement.model import RunJudgement
+from gpuval.judgement.vocabulary import reference_name, suggested_action
 from gpuval.report.summary import checks_by_host, sort_checks, status_counts
 
 # XML 1.0 forbids most control characters (ANSI colour codes in logs would make the file

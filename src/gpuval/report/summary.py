@@ -10,11 +10,10 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from gpuval.checks.health import HEALTH_SUBJECTS, health_subject, suggested_action
 from gpuval.checks.model import CLUSTER, STATUS_ORDER, Check, Status, rank, worst
-from gpuval.checks.pairs import row_kind
 from gpuval.figures import figure_entry
 from gpuval.judgement.model import RunJudgement
+from gpuval.judgement.vocabulary import HEALTH_SUBJECTS, health_subject, row_kind, suggested_action
 from gpuval.records.base import Diagnostic, to_jsonable
 
 SCHEMA_VERSION = 1
