@@ -45,24 +45,23 @@ from referencing.exceptions import Unresolvable
 from gpuval.archive import Archive
 from gpuval.baseline import BaselineError, load_baseline
 from gpuval.checks.model import STATUS_ORDER, Check, Status, at_least_as_bad, worst
-from gpuval.checks.thresholds import Thresholds, ThresholdsError, load_thresholds
+from gpuval.checks.thresholds import ThresholdsError, load_thresholds
 from gpuval.history.store import HistoryError, RunEntry, index_run
 from gpuval.judgement import Judging, judge_run_folder
 from gpuval.judgement.model import RunJudgement
 from gpuval.notify import payload, send
 from gpuval.outputs import OutputError, OutputSet, json_text
 from gpuval.profile import Profile, ProfileError, load_profile, parse_profile
-from gpuval.records.base import to_jsonable
 from gpuval.report import report_files
 from gpuval.report.prometheus import PROMETHEUS_FILE, prometheus_text
 from gpuval.report.summary import checks_by_host
 from gpuval.report.tables import MEASUREMENTS_FILE, measurements_csv
 from gpuval.results import RESULTS_FILE, results_json
-from gpuval.runfolder import RunFolder, RunFolderError, read_run_folder
+from gpuval.runfolder import RunFolderError, read_run_folder
 from gpuval.schema import SchemaError
 
 __all__ = [
-    "EXIT_CODES", "Judging", "Reported", "RunJudgement", "exit_code", "judge", "judge_folder",
+    "EXIT_CODES", "Judging", "Reported", "RunJudgement", "exit_code", "judge",
     "messages_to", "report", "report_run", "resolve_judging", "write_outputs",
 ]  # fmt: skip
 
@@ -92,21 +91,11 @@ def now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def judge_folder(folder: RunFolder, judging: Judging, generated_at: str) -> RunJudgement:
-    """Judge a read run folder (gpuval.judgement.judge_run_folder)."""
-    return judge_run_folder(folder, judging, generated_at)
-
-
 def judge(run_dir: Path, judging: Judging | None = None, generated_at: str | None = None
           ) -> RunJudgement:  # fmt: skip
     """Read RUN_DIR and judge it once; RunFolderError when it is no run folder."""
     folder = read_run_folder(run_dir)
     return judge_run_folder(folder, judging or Judging(), generated_at or now())
-
-
-def build_results(folder: RunFolder, thresholds: Thresholds, generated_at: str) -> RunJudgement:
-    """Judge a read run folder on the hardware alone (no profile, no baseline)."""
-    return judge_run_folder(folder, Judging(thresholds=thresholds), generated_at)
 
 
 class RenderError(Exception):
@@ -220,9 +209,7 @@ def _history_and_webhook(
     except HistoryError as problem:
         said.append(f"history not updated: {problem}")
     if webhook_url and at_least_as_bad(judgement.verdict, fail_on):
-        checks = [to_jsonable(c) for c in judgement.checks]
-        where = str(target / "report.html")
-        said.append(send(webhook_url, payload(judgement.run_id, judgement.verdict, checks, where)))
+        said.append(send(webhook_url, payload(judgement, str(target / "report.html"))))
     return said
 
 

@@ -22,9 +22,8 @@ import pytest
 from tests.browser.conftest import CHROMIUM_FLAGS
 
 from gpuval.judgement.model import RunJudgement
-from gpuval.pipeline import Judging, judge_folder
+from gpuval.pipeline import Judging, judge
 from gpuval.report import write_report_files
-from gpuval.runfolder import read_run_folder
 
 pytestmark = pytest.mark.browser
 
@@ -59,7 +58,7 @@ def big(tmp_path_factory: pytest.TempPathFactory) -> Big:
     (run / "run.json").write_text(json.dumps({
         "run_id": "thousand-nodes", "hosts": hosts, "expected": dict.fromkeys(hosts, expected),
     }))  # fmt: skip
-    results = judge_folder(read_run_folder(run), Judging(), "2026-11-22T00:00:00+00:00")
+    results = judge(run, Judging(), "2026-11-22T00:00:00+00:00")
     started = time.monotonic()
     write_report_files(results, run)
     return Big(run, results, time.monotonic() - started)

@@ -2,7 +2,7 @@
 
 Tables: `runs` (one row per run: verdict, time, profile, baseline, counts), `hosts` (each host's
 status and what it is), `checks` (every check, as results.json has it) and `measurements` (the
-key figures, gpuval.report.figures). `gpuval report` writes a run's rows (replacing any older
+key figures, gpuval.judgement.figures). `gpuval report` writes a run's rows (replacing any older
 ones of the same run id); `gpuval history --rebuild` makes the database afresh from the run
 folders' results.json and summary.json, so the history survives a deleted database.
 

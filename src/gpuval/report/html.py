@@ -399,7 +399,7 @@ def build_context(judgement: RunJudgement) -> dict[str, Any]:
     if len(health_rows) <= MAX_OPEN_HOST_ROWS:
         health_open = health_rows
     return {
-        "results": judgement,
+        "judgement": judgement,
         "statuses": STATUS_ORDER,
         "counts": status_counts(checks),
         "failing_hosts": [r.name for r in rows if r.status in ("error", "fail")],

@@ -19,10 +19,10 @@ from gpuval.report.summary import checks_by_host, status_counts
 PROMETHEUS_FILE = "gpuval.prom"
 
 
-def _timestamp(results: RunJudgement) -> float:
+def _timestamp(judgement: RunJudgement) -> float:
     """When the run started (run.json), else when it was judged; unix seconds."""
-    started = results.meta.get("started_at")
-    for text in (started if isinstance(started, str) else None, results.generated_at):
+    started = judgement.meta.get("started_at")
+    for text in (started if isinstance(started, str) else None, judgement.generated_at):
         if text:
             try:
                 return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
@@ -31,7 +31,7 @@ def _timestamp(results: RunJudgement) -> float:
     return 0.0
 
 
-def build_registry(results: RunJudgement) -> CollectorRegistry:
+def build_registry(judgement: RunJudgement) -> CollectorRegistry:
     registry = CollectorRegistry()
     Gauge(
         "gpuval_run_info",
@@ -39,14 +39,14 @@ def build_registry(results: RunJudgement) -> CollectorRegistry:
         ["run_id", "profile", "baseline", "gpuval_version"],
         registry=registry,
     ).labels(
-        results.run_id,
-        results.profile_name or "",
-        results.baseline_name or "",
-        results.gpuval_version,
+        judgement.run_id,
+        judgement.profile_name or "",
+        judgement.baseline_name or "",
+        judgement.gpuval_version,
     ).set(1)
     Gauge(
         "gpuval_run_timestamp_seconds", "When the run started (unix time)", registry=registry
-    ).set(_timestamp(results))
+    ).set(_timestamp(judgement))
     verdict = Gauge(
         "gpuval_run_verdict",
         "1 for the run's verdict, 0 for the others",
@@ -54,7 +54,7 @@ def build_registry(results: RunJudgement) -> CollectorRegistry:
         registry=registry,
     )
     for status in STATUS_ORDER:
-        verdict.labels(status).set(int(status == results.verdict))
+        verdict.labels(status).set(int(status == judgement.verdict))
     host_status = Gauge(
         "gpuval_host_status",
         "1 for the host's worst check status, 0 for the others",
@@ -67,7 +67,7 @@ def build_registry(results: RunJudgement) -> CollectorRegistry:
         ["host", "status"],
         registry=registry,
     )
-    for host, checks in sorted(checks_by_host(results.checks).items()):
+    for host, checks in sorted(checks_by_host(judgement.checks).items()):
         counts = status_counts(checks)
         host_worst = worst([c.status for c in checks])
         for status in STATUS_ORDER:
@@ -94,7 +94,7 @@ def build_registry(results: RunJudgement) -> CollectorRegistry:
         ["host", "counter"],
         registry=registry,
     )
-    for figure in results.figures:
+    for figure in judgement.figures:
         family, _, rest = figure.name.partition(".")
         if family == "busbw":
             busbw.labels(figure.host, rest).set(figure.value)
@@ -107,7 +107,7 @@ def build_registry(results: RunJudgement) -> CollectorRegistry:
     return registry
 
 
-def prometheus_text(results: RunJudgement) -> bytes:
+def prometheus_text(judgement: RunJudgement) -> bytes:
     """The content of gpuval.prom (written through gpuval.outputs, renamed into place, so the
     collector never reads half a file)."""
-    return generate_latest(build_registry(results))
+    return generate_latest(build_registry(judgement))
