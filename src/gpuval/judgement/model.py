@@ -132,7 +132,7 @@ class HostMetrics:
 Cell = int | float | str | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a thousand nodes' runs have millions of rows
 class MeasurementRow:
     """One row of measurements.csv: a number exactly as printed, with where it came from.
     src/dst: GPU indices of matrix cells; host_a/host_b/attempt: pair tests (metric
