@@ -109,7 +109,9 @@ def _imports(path: Path) -> set[str]:
     return found
 
 
-@pytest.mark.parametrize("module", sorted(REPORT.glob("*.py")), ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "module", sorted(REPORT.rglob("*.py")), ids=lambda p: str(p.relative_to(REPORT))
+)
 def test_no_output_module_reaches_below_the_judgement(module: Path) -> None:
     below = {
         name
@@ -117,3 +119,17 @@ def test_no_output_module_reaches_below_the_judgement(module: Path) -> None:
         if name.startswith(BELOW_THE_JUDGEMENT) and name not in ALLOWED_CHECK_MODULES
     }
     assert below == set()
+
+
+JUDGE = [*sorted((REPO / "src" / "gpuval" / "judgement").rglob("*.py")),
+         *sorted((REPO / "src" / "gpuval" / "checks").rglob("*.py"))]  # fmt: skip
+
+
+@pytest.mark.parametrize("module", JUDGE, ids=lambda p: str(p.relative_to(REPO / "src" / "gpuval")))
+def test_the_verdict_never_depends_on_output_code(module: Path) -> None:
+    outputs = {
+        name
+        for name in _imports(module)
+        if name.startswith(("gpuval.report", "gpuval.pipeline", "gpuval.results"))
+    }
+    assert outputs == set()
