@@ -48,8 +48,8 @@ sample-report: $(STAMP)
 ## printed when each is done). The tests without simulated hosts share the cores (pytest-xdist).
 ## Those with them share their hosts and runs between a file's assertions; the files run $(JOBS)
 ## at a time (a simulated run waits on ssh and apt as much as on the cores), except the pair
-## tests, which measure the network through the cores and so run alone: under load a healthy
-## pair measures below 80 % of the others and fails the run.
+## tests, which measure the network through the cores and so run alone: beside other work,
+## healthy pairs measure below 80 % of the others (repeated, and one more repeat from failing).
 PAIR_TESTS := tests/e2e/test_find_the_bad_node.py
 test:
 	$(MAKE) --no-print-directory -j2 $(STAMP) system-deps
