@@ -1,11 +1,13 @@
 """apt's package lists shared by the simulated hosts of every cluster on this machine.
 
 A fresh host starts with the lists of the image's Debian sources as the last host that updated
-them left them, their folder's time included. The roles' apt tasks with `cache_valid_time`
-(openmpi, bench_pairs, mpi_preflight, ...) then find a cache as fresh as it really is and skip
-the update, as on a node updated a moment ago, instead of every cluster's hosts fetching and
-parsing the mirror's ~80 MB of lists again; once that time has passed they update, and the
-newer lists are shared when their cluster goes down. Only the image's own sources are shared
+them left them, their folder's time included. Its first `apt-get update` then finds them current
+(a few hundred kB of release files instead of ~7 MB of lists to fetch and unpack, per host and
+cluster); that first update still runs where Ansible's apt module must install python3-apt
+first (the image has none, as some real nodes have none), and an apt task with
+`cache_valid_time` on a host that has it (molecule's prepared hosts) skips it altogether, as on
+a node updated a moment ago. Once that time has passed they update, and the newer lists are
+shared when their cluster goes down. Only the image's own sources are shared
 (a list of a repository a test served, such as the fake NVIDIA one, stays with its host), and
 always as one host's complete set, under a lock: a host never starts with half of them.
 """
