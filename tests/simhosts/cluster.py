@@ -25,6 +25,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .apt_lists import keep_lists, seed_lists
 from .image import ensure_image, package_cache, share_packages
 from .system import (
     SimHostsError,
@@ -314,6 +315,7 @@ def _prepare_root(cluster: Cluster, host: Host) -> None:
     )
     _write_private(upper / "etc/ssh/sshd_config.d/gpuval-proxy.conf", _proxy_environment(cluster))
     share_packages(package_cache(), upper / APT_ARCHIVES)
+    seed_lists(Path(cluster.image), upper)
     public_key = cluster.ssh_key.with_suffix(".pub").read_text()
     (upper / "root").mkdir(mode=0o700, exist_ok=True)
     _write_private(upper / "root/.ssh/authorized_keys", public_key, 0o600)
@@ -607,6 +609,7 @@ def down(cluster: Cluster, *, keep_files: bool = False) -> None:
         run(["umount", "--lazy", point], check=False)
     for host in cluster.hosts:
         share_packages(Path(host.directory) / "upper" / APT_ARCHIVES, package_cache())
+        keep_lists(Path(cluster.image), Path(host.directory) / "upper")
     cluster.registry_file.unlink(missing_ok=True)
     if keep_files:
         cluster.state_file.unlink(missing_ok=True)

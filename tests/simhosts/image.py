@@ -85,7 +85,7 @@ class ImageSpec:
         )
 
 
-def _apt_source_uris(sources_dir: Path) -> list[tuple[str, list[str]]]:
+def apt_source_uris(sources_dir: Path) -> list[tuple[str, list[str]]]:
     """(URI, suites) of every apt source of this machine, one-line and deb822 formats."""
     found: list[tuple[str, list[str]]] = []
     files = [sources_dir / "sources.list", *sorted((sources_dir / "sources.list.d").glob("*"))]
@@ -110,7 +110,7 @@ def _apt_source_uris(sources_dir: Path) -> list[tuple[str, list[str]]]:
 def machine_mirrors(sources_dir: Path = Path("/etc/apt")) -> tuple[str, str]:
     """The Debian mirror and security mirror this machine's apt uses (same reachability)."""
     mirror, security = DEFAULT_MIRROR, DEFAULT_SECURITY_MIRROR
-    for uri, suites in reversed(_apt_source_uris(sources_dir)):
+    for uri, suites in reversed(apt_source_uris(sources_dir)):
         if SUITE in suites:
             mirror = uri.rstrip("/")
         if f"{SUITE}-security" in suites:
