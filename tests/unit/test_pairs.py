@@ -19,9 +19,10 @@ from gpuval.checks.pairs import PairThresholds, analyse_pairs
 from gpuval.checks.thresholds import DEFAULTS
 from gpuval.evidence import pair_evidence
 from gpuval.parsers import gpuval_bench, iperf3, nccl_tests, sysfs_net
-from gpuval.runfolder import RawFile, Sidecar, read_run_folder
+from gpuval.records.network import Iperf3Run
+from gpuval.runfolder import RawFile, RunFolder, Sidecar, read_run_folder
 from gpuval.schedule import circle_rounds, natural_key
-from gpuval.steps import pair_step
+from gpuval.steps import PairStep, pair_step
 
 HOSTS = ["node1", "node2", "node3", "node4"]
 # Healthy TCP over the simulated bridge: ~15 Gbit/s (shared/notes/test-environment.md)
@@ -252,6 +253,41 @@ def test_verdicts_are_deterministic_whatever_the_file_order() -> None:
     assert json.dumps(first.to_dict(), sort_keys=True) == json.dumps(
         again.to_dict(), sort_keys=True
     )
+
+
+def test_each_pair_file_is_one_typed_try_in_the_evidence() -> None:
+    """The evidence reads a pair file once: its step, folder, how it ended and its records;
+    run.json's expected pair steps beside them (its other steps are no pair's)."""
+    cut = iperf3_file("node1", "node2", None, timed_out=True, timeout_s=60)
+    measured = iperf3_file("node1", "node3", 14.8)
+    other = sysfs_file("node1", 10000)
+    expected = {"node2": ["sysfs-net", "pair-iperf3-r1-node2--node4-try1"]}
+    folder = RunFolder(Path("."), {"expected": expected}, HOSTS, [], [cut, other, measured])
+    evidence = pair_evidence(folder)
+    first, second = evidence.pair_tries
+    assert (first.step, first.host, first.path) == (
+        PairStep("iperf3", 1, "node1", "node2", 1),
+        "node1",
+        cut.path,
+    )
+    assert first.ended == ("timed_out", " after 60 s") and not first.answered
+    assert second.tool == "iperf3" and second.first_error is None and second.answered
+    assert [type(run) for run in second.runs] == [Iperf3Run]
+    assert [(e.host, e.name, e.step.dst) for e in evidence.expected_pair_steps] == [
+        ("node2", "pair-iperf3-r1-node2--node4-try1", "node4")
+    ]
+
+
+def test_the_pair_analysis_judges_the_evidence_not_the_files() -> None:
+    """Every pair file is read into the evidence once; the analysis never goes back to the run
+    folder's files (judged with them gone, nothing changes)."""
+    files = cluster(throttled)
+    evidence = pair_evidence(RunFolder(Path("."), {}, HOSTS, [], list(files)))
+    judged = analyse_pairs(evidence)
+    evidence.folder.files.clear()
+    again = analyse_pairs(evidence)
+    assert again.checks == judged.checks and again.to_dict() == judged.to_dict()
+    assert [c.host for c in again.checks if c.status == "fail"] == ["node3"]
 
 
 def test_two_hosts_give_one_pair_and_no_node_verdict() -> None:
