@@ -1,6 +1,6 @@
 """Writing run folders for tests, laid out as the playbook lays them out: raw/<host>/<step>.<ext>
 with a <step>.meta.json sidecar (sidecar.schema.json), pair steps named as the pair phase names
-them, and iperf3 -J documents at a chosen rate."""
+them, and iperf3 -J documents at a chosen rate; and judging pair files held in memory."""
 
 from __future__ import annotations
 
@@ -10,6 +10,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from gpuval.checks.pairs import PairAnalysis, PairThresholds, analyse_pairs
+from gpuval.evidence import build_evidence, pair_evidence
+from gpuval.runfolder import RawFile, RunFolder
 from gpuval.schedule import circle_rounds
 from gpuval.steps import pair_step_name
 
@@ -85,3 +88,18 @@ def write_iperf3_try(run: Path, client: str, name: str, server: str, gbps: float
     write_step(run, client, name, iperf3_json(server, gbps, reverse), raw_ext="json",
                phase="network", command=command, tool="iperf3", exit_code=0 if gbps else 1,
                timeout_s=60, duration_s=10.2)  # fmt: skip
+
+
+def pair_analysis(
+    files: list[RawFile],
+    thresholds: PairThresholds | None = None,
+    expected: dict[str, list[str]] | None = None,
+    with_hosts: bool = False,
+) -> PairAnalysis:
+    """The pair analysis of raw files held in memory: of their pair tries alone, as the
+    controller judges them between rounds, or `with_hosts` with every host's evidence (the
+    network references), as the report does."""
+    hosts = sorted({f.host for f in files} | set(expected or {}))
+    folder = RunFolder(Path("."), {"expected": expected or {}}, hosts, [], files)
+    evidence = build_evidence(folder) if with_hosts else pair_evidence(folder)
+    return analyse_pairs(evidence, thresholds)

@@ -131,15 +131,14 @@ def judge_pairs(
     thresholds file, same expected steps); `rounds` limits the judgement to those rounds."""
     from gpuval.checks.pairs import PairThresholds, analyse_pairs
     from gpuval.checks.thresholds import load_thresholds
+    from gpuval.evidence import pair_evidence
     from gpuval.runfolder import read_run_folder
 
     folder = read_run_folder(run_dir)
     suite = load_thresholds(thresholds_file)
-    expected = folder.meta.get("expected")
     analysis = analyse_pairs(
-        folder.files,
+        pair_evidence(folder),
         PairThresholds.from_thresholds(dataclasses.replace(suite, pair_max_tries=max_tries)),
-        expected if isinstance(expected, dict) else None,
     )
     details = [t for t in _latest_tries(analysis, rounds) if t["kind"] in kinds]
     latest: list[LatestTry] = [

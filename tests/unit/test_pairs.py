@@ -10,17 +10,19 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from tests.run_folders import pair_analysis
 
 from gpuval.checks.cluster import allnodes_bench_checks, mpi_preflight_checks
 from gpuval.checks.folder import is_pair_file
 from gpuval.checks.model import CLUSTER, Check
 from gpuval.checks.pairs import PairThresholds, analyse_pairs
 from gpuval.checks.thresholds import DEFAULTS
-from gpuval.evidence import build_evidence
+from gpuval.evidence import pair_evidence
 from gpuval.parsers import gpuval_bench, iperf3, nccl_tests, sysfs_net
+from gpuval.records.network import Iperf3Run
 from gpuval.runfolder import RawFile, RunFolder, Sidecar, read_run_folder
 from gpuval.schedule import circle_rounds, natural_key
-from gpuval.steps import pair_step
+from gpuval.steps import PairStep, pair_step
 
 HOSTS = ["node1", "node2", "node3", "node4"]
 # Healthy TCP over the simulated bridge: ~15 Gbit/s (shared/notes/test-environment.md)
@@ -86,7 +88,7 @@ def pair_checks(
     thresholds: PairThresholds | None = None,
     expected: dict[str, list[str]] | None = None,
 ) -> list[Check]:
-    return analyse_pairs(files, thresholds, expected).checks
+    return pair_analysis(files, thresholds, expected).checks
 
 
 def by_id(checks: list[Check]) -> dict[tuple[str, str], Check]:
@@ -125,7 +127,7 @@ def throttled(a: str, b: str) -> float:
 
 
 def test_throttled_host_is_the_only_one_flagged_with_evidence() -> None:
-    analysis = analyse_pairs(cluster(throttled))
+    analysis = pair_analysis(cluster(throttled))
     checks = analysis.checks
     assert bad(checks) == [("fail", "pairs.iperf3.node", "node3")]
     node3 = by_id(checks)["pairs.iperf3.node", "node3"]
@@ -197,7 +199,7 @@ def test_a_bad_node_and_a_bad_link_blame_the_node_and_the_link_only() -> None:
 def test_a_pair_that_needed_two_tries_says_so_with_its_spread() -> None:
     files = cluster(lambda a, b: 2.0 if (a, b) == ("node2", "node4") else HEALTHY[a, b])
     files.append(iperf3_file("node2", "node4", 14.5, round_number=1, attempt=2))
-    analysis = analyse_pairs(files)
+    analysis = pair_analysis(files)
     assert bad(analysis.checks) == [("warn", "pairs.iperf3.link.node2--node4", CLUSTER)]
     reason = by_id(analysis.checks)["pairs.iperf3.link.node2--node4", CLUSTER].reason
     assert "node2->node4 passed on try 2 (try 1: low, 2)" in reason
@@ -245,12 +247,47 @@ def test_a_host_whose_pairs_all_fail_is_flagged() -> None:
 
 def test_verdicts_are_deterministic_whatever_the_file_order() -> None:
     files = cluster(throttled)
-    first = analyse_pairs(files)
-    again = analyse_pairs(list(reversed(files)))
+    first = pair_analysis(files)
+    again = pair_analysis(list(reversed(files)))
     assert first.checks == again.checks
     assert json.dumps(first.to_dict(), sort_keys=True) == json.dumps(
         again.to_dict(), sort_keys=True
     )
+
+
+def test_each_pair_file_is_one_typed_try_in_the_evidence() -> None:
+    """The evidence reads a pair file once: its step, folder, how it ended and its records;
+    run.json's expected pair steps beside them (its other steps are no pair's)."""
+    cut = iperf3_file("node1", "node2", None, timed_out=True, timeout_s=60)
+    measured = iperf3_file("node1", "node3", 14.8)
+    other = sysfs_file("node1", 10000)
+    expected = {"node2": ["sysfs-net", "pair-iperf3-r1-node2--node4-try1"]}
+    folder = RunFolder(Path("."), {"expected": expected}, HOSTS, [], [cut, other, measured])
+    evidence = pair_evidence(folder)
+    first, second = evidence.pair_tries
+    assert (first.step, first.host, first.path) == (
+        PairStep("iperf3", 1, "node1", "node2", 1),
+        "node1",
+        cut.path,
+    )
+    assert first.ended == ("timed_out", " after 60 s") and not first.answered
+    assert second.tool == "iperf3" and second.first_error is None and second.answered
+    assert [type(run) for run in second.runs] == [Iperf3Run]
+    assert [(e.host, e.name, e.step.dst) for e in evidence.expected_pair_steps] == [
+        ("node2", "pair-iperf3-r1-node2--node4-try1", "node4")
+    ]
+
+
+def test_the_pair_analysis_judges_the_evidence_not_the_files() -> None:
+    """Every pair file is read into the evidence once; the analysis never goes back to the run
+    folder's files (judged with them gone, nothing changes)."""
+    files = cluster(throttled)
+    evidence = pair_evidence(RunFolder(Path("."), {}, HOSTS, [], list(files)))
+    judged = analyse_pairs(evidence)
+    evidence.folder.files.clear()
+    again = analyse_pairs(evidence)
+    assert again.checks == judged.checks and again.to_dict() == judged.to_dict()
+    assert [c.host for c in again.checks if c.status == "fail"] == ["node3"]
 
 
 def test_two_hosts_give_one_pair_and_no_node_verdict() -> None:
@@ -269,9 +306,7 @@ def sysfs_file(host: str, speed_mbit: int) -> RawFile:
 def judged_with_line_rate(files: list[RawFile], hosts: list[str], speed_mbit: int) -> list[Check]:
     """The pair analysis with each host's interface speed, as the judge runs it."""
     files = files + [sysfs_file(h, speed_mbit) for h in hosts]
-    folder = RunFolder(Path("."), {}, sorted(hosts), [], files)
-    return analyse_pairs(files, PairThresholds.from_thresholds(DEFAULTS), None,
-                         build_evidence(folder)).checks  # fmt: skip
+    return pair_analysis(files, PairThresholds.from_thresholds(DEFAULTS), with_hosts=True).checks
 
 
 def test_two_hosts_both_slow_fail_against_the_line_rate() -> None:
@@ -351,7 +386,7 @@ def test_cpu_bound_pairs_are_tried_again_only_where_they_could_fail() -> None:
         return 0.2 if (a, b) == ("node1", "node2") else 0.6 if "node4" in (a, b) else 0.8
 
     files = [bench_file(a, b, busbw(a, b)) for pairs in circle_rounds(HOSTS) for a, b in pairs]
-    low = {(t.a, t.b) for t in analyse_pairs(files).tries if t.low}
+    low = {(t.a, t.b) for t in pair_analysis(files).tries if t.low}
     assert low == {("node1", "node2")}
 
 
@@ -429,7 +464,7 @@ def test_a_run_folder_on_disk_through_the_run_folder_reader(tmp_path: Path) -> N
     folder = read_run_folder(tmp_path)
     assert not [d for d in folder.diagnostics if d.level == "error"]
     assert len(folder.files) == 12 and all(is_pair_file(raw) for raw in folder.files)
-    checks = analyse_pairs(folder.files).checks
+    checks = analyse_pairs(pair_evidence(folder)).checks
     assert [c.host for c in checks if c.status == "fail"] == ["node3"]
 
 
@@ -455,7 +490,7 @@ def test_nccl_pairs_take_the_best_busbw_and_fail_a_cut_run() -> None:
         for pairs in circle_rounds(HOSTS)
         for a, b in pairs
     ]
-    analysis = analyse_pairs(files)
+    analysis = pair_analysis(files)
     assert bad(analysis.checks) == [("fail", "pairs.nccl.link.node1--node3", CLUSTER)]
     (good,) = [p for p in analysis.pairs if (p.a, p.b) == ("node1", "node2")]
     assert (good.value, good.status) == (best, "pass")

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from tests.run_folders import pair_analysis
+
 from gpuval.checks.model import CLUSTER, Check
-from gpuval.checks.pairs import analyse_pairs, read_tries
 from gpuval.checks.thresholds import DEFAULTS
 from gpuval.judgement.figures import host_metrics, pair_figures
 from gpuval.judgement.model import RunJudgement
@@ -58,7 +59,7 @@ def test_one_rail_at_half_rate_on_one_node_names_that_rail_only() -> None:
     def rate(a: str, b: str, lane: RdmaLane) -> float:
         return 185.0 if "n3" in (a, b) and lane.rail == 1 else 370.0
 
-    checks = analyse_pairs(cluster(rate)).checks
+    checks = pair_analysis(cluster(rate)).checks
     assert failing(checks) == [
         ("pairs.rdma.rail1-cuda.node", "n3"),
         ("pairs.rdma.rail1-host.node", "n3"),
@@ -72,7 +73,7 @@ def test_a_node_low_on_every_rail_is_the_node() -> None:
     def rate(a: str, b: str, lane: RdmaLane) -> float:
         return 150.0 if "n2" in (a, b) else 370.0
 
-    checks = analyse_pairs(cluster(rate)).checks
+    checks = pair_analysis(cluster(rate)).checks
     whole = [c for c in checks if c.check_id == "pairs.rdma.node"]
     assert [(c.host, c.status) for c in whole] == [("n2", "fail")]
     assert "all 2 rails of n2 low" in whole[0].reason
@@ -82,7 +83,7 @@ def test_a_rail_without_output_fails() -> None:
     def rate(a: str, b: str, lane: RdmaLane) -> float | None:
         return None if (a, b, lane) == ("n1", "n4", RdmaLane(0, "host")) else 370.0
 
-    checks = analyse_pairs(cluster(rate)).checks
+    checks = pair_analysis(cluster(rate)).checks
     missing = [c for c in checks if c.status == "fail" and "n1--n4" in c.check_id]
     assert [c.check_id for c in missing] == ["pairs.rdma.rail0-host.link.n1--n4"]
     assert "no measurement" in missing[0].reason
@@ -92,7 +93,7 @@ def test_gpudirect_far_below_host_memory_points_at_peermem_and_acs() -> None:
     def rate(a: str, b: str, lane: RdmaLane) -> float:
         return 120.0 if (a, b) == ("n1", "n2") and lane == RdmaLane(0, "cuda") else 370.0
 
-    verdicts = analyse_pairs(cluster(rate)).pairs
+    verdicts = pair_analysis(cluster(rate)).pairs
     (cuda,) = [v for v in verdicts if (v.a, v.b) == ("n1", "n2") and v.value == 120.0]
     assert cuda.status == "fail"
     assert "nvidia_peermem" in cuda.reason and "ACS" in cuda.reason
@@ -108,7 +109,7 @@ def test_planned_rails_that_left_no_file_fail_closed() -> None:
         and not f.step.endswith("-n2--n3-try1")
     ]
     expected = expected_steps(HOSTS, RunPlan(), phases=["pairs"])
-    tries = read_tries(files, expected)
+    tries = pair_analysis(files, expected=expected).tries
     left_out = [t for t in tries if t.kind == "rdma" and t.outcome == "failed"]
     assert sorted((t.a, t.b, t.lane, t.path) for t in left_out) == [
         ("n1", "n4", RdmaLane(1, "cuda"), "raw/n1"),
@@ -119,7 +120,7 @@ def test_planned_rails_that_left_no_file_fail_closed() -> None:
 
 def test_without_any_rdma_file_no_rail_is_owed() -> None:
     expected = expected_steps(HOSTS, RunPlan(), phases=["pairs"])
-    assert [t for t in read_tries([], expected) if t.kind == "rdma"] == []
+    assert [t for t in pair_analysis([], expected=expected).tries if t.kind == "rdma"] == []
 
 
 def test_each_rail_and_memory_has_its_own_rows_figures_and_report_section() -> None:
@@ -130,7 +131,7 @@ def test_each_rail_and_memory_has_its_own_rows_figures_and_report_section() -> N
     def rate(a: str, b: str, lane: RdmaLane) -> float:
         return 185.0 if "n3" in (a, b) and lane.rail == 1 else 370.0
 
-    analysis = analyse_pairs(cluster(rate))
+    analysis = pair_analysis(cluster(rate))
     worst_status = "fail" if any(c.status == "fail" for c in analysis.checks) else "pass"
     tables = analysis.to_dict()
     results = RunJudgement(

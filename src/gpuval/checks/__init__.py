@@ -53,11 +53,7 @@ def judge_run(evidence: RunEvidence, thresholds: Thresholds) -> CheckOutcome:
     collective_checks(judge)
     gpu_pair_checks(judge)
     health_checks(judge)
-    folder = evidence.folder
-    expected = {host: folder.expected_steps(host) for host in folder.hosts}
-    pairs = analyse_pairs(
-        folder.files, PairThresholds.from_thresholds(thresholds), expected, evidence
-    )
+    pairs = analyse_pairs(evidence, PairThresholds.from_thresholds(thresholds))
     judge.checks += pairs.checks
     cluster_checks(judge)
     version_checks(judge)

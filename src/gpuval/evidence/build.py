@@ -11,12 +11,14 @@ from gpuval.catalog.systems import detect_system, find_system
 from gpuval.evidence.model import (
     BeforeAfter,
     Declared,
+    ExpectedPairStep,
     GpuNvlinks,
     GpuPcie,
     HostEvidence,
     HostHealth,
     IbPortState,
     Interface,
+    PairTry,
     Parsed,
     RunEvidence,
     Topology,
@@ -57,19 +59,44 @@ def runs_of(files: Iterable[RawFile], kind: type[R]) -> Iterator[Parsed[R]]:
                 yield Parsed(raw, run)
 
 
-def superseded_pair_tries(files: Iterable[RawFile]) -> set[str]:
-    """Paths of pair tries that a later try of the same step replaced."""
-    files = list(files)
-    last: dict[tuple[str, str, str, int], int] = {}
+def read_pair_tries(files: Iterable[RawFile]) -> list[PairTry]:
+    """Every pair step's output, in file order: each file read once."""
+    tries = []
     for raw in files:
-        if step := pair_step(raw.step):
-            key = (step.kind, step.src, step.dst, step.round)
-            last[key] = max(step.attempt, last.get(key, 0))
+        name = raw.step
+        step = pair_step(name)
+        if step is None:
+            continue
+        parse = raw.parse
+        tries.append(PairTry(
+            name, step, raw.host, raw.path, raw.sidecar.problem() if raw.sidecar else None,
+            parse.tool if parse else None, parse.errors[0] if parse and parse.errors else None,
+            tuple(parse.runs) if parse else (),
+        ))  # fmt: skip
+    return tries
+
+
+def expected_pair_steps(folder: RunFolder) -> list[ExpectedPairStep]:
+    """The pair steps run.json expects, host by host (sorted), in run.json's order."""
+    return [
+        ExpectedPairStep(host, name, step)
+        for host in sorted(folder.hosts)
+        for name in folder.expected_steps(host)
+        if (step := pair_step(name))
+    ]
+
+
+def superseded_pair_tries(tries: Iterable[PairTry]) -> set[str]:
+    """Paths of pair tries that a later try of the same step replaced."""
+    tries = list(tries)
+    last: dict[tuple[str, str, str, int], int] = {}
+    for t in tries:
+        key = (t.step.kind, t.step.src, t.step.dst, t.step.round)
+        last[key] = max(t.step.attempt, last.get(key, 0))
     return {
-        raw.path
-        for raw in files
-        if (step := pair_step(raw.step))
-        and step.attempt < last[(step.kind, step.src, step.dst, step.round)]
+        t.path
+        for t in tries
+        if t.step.attempt < last[(t.step.kind, t.step.src, t.step.dst, t.step.round)]
     }
 
 
@@ -90,27 +117,36 @@ def _short(hostname: str) -> str:
     return hostname.split(".", 1)[0].lower()
 
 
-def devices_on(files: Iterable[RawFile], host: str) -> list[NcclDevice]:
-    """The GPUs a run across nodes lists on `host` (nccl-tests' device list, the suite's
-    all-reduce bench's ranks; both name hosts by hostname, and an inventory name that is that
-    hostname, or its short form, matches). The run's file lies with its first host, so the other
-    hosts have no output of their own to count their GPUs from."""
-    files = list(files)
-    found = [
-        device
-        for parsed in runs_of(files, NcclRun)
-        if len(parsed.record.hosts) > 1
-        for device in parsed.record.devices
-        if device.host and _short(device.host) == _short(host)
-    ]
-    for bench in runs_of(files, CollectiveBenchRun):
-        ranks = [r for r, h in enumerate(bench.record.hosts) if _short(h) == _short(host)]
-        names = bench.record.devices
-        found += [
-            NcclDevice(rank=r, host=host, device=i, name=names[r] if r < len(names) else None)
-            for i, r in enumerate(ranks)
+class AcrossNodeDevices:
+    """The GPUs runs across nodes list per host (nccl-tests' device list, the suite's all-reduce
+    bench's ranks; both name hosts by hostname, and an inventory name that is that hostname, or
+    its short form, matches). The run's file lies with its first host, so the other hosts have
+    no output of their own to count their GPUs from. Indexed once by short host name."""
+
+    def __init__(self, files: Iterable[RawFile]) -> None:
+        files = list(files)
+        self.nccl: dict[str, list[NcclDevice]] = {}
+        for parsed in runs_of(files, NcclRun):
+            if len(parsed.record.hosts) > 1:
+                for device in parsed.record.devices:
+                    if device.host:
+                        self.nccl.setdefault(_short(device.host), []).append(device)
+        self.bench: dict[str, list[tuple[int, int, str | None]]] = {}  # (rank, index, name)
+        for bench in runs_of(files, CollectiveBenchRun):
+            names = bench.record.devices
+            index: dict[str, int] = {}
+            for rank, hostname in enumerate(bench.record.hosts):
+                short = _short(hostname)
+                name = names[rank] if rank < len(names) else None
+                self.bench.setdefault(short, []).append((rank, index.get(short, 0), name))
+                index[short] = index.get(short, 0) + 1
+
+    def on(self, host: str) -> list[NcclDevice]:
+        short = _short(host)
+        return self.nccl.get(short, []) + [
+            NcclDevice(rank=rank, host=host, device=index, name=name)
+            for rank, index, name in self.bench.get(short, [])
         ]
-    return found
 
 
 def _gpu_names(files: list[RawFile], attributed: list[NcclDevice]) -> list[str]:
@@ -332,11 +368,17 @@ def _host_health(files: list[RawFile]) -> HostHealth:
     )
 
 
-def _host(folder: RunFolder, name: str, reachable: bool, superseded: set[str]) -> HostEvidence:
-    files = [f for f in folder.files if f.host == name]
+def _host(
+    folder: RunFolder,
+    name: str,
+    files: list[RawFile],
+    reachable: bool,
+    superseded: set[str],
+    across: AcrossNodeDevices,
+) -> HostEvidence:
     judged = [f for f in files if f.path not in superseded]
     declared = _declared(folder.declared(name))
-    attributed = devices_on(folder.files, name)
+    attributed = across.on(name)
     names = _gpu_names(files, attributed)
     detected = _first_model(names)
     declared_model = identify_gpu(declared.gpu_model) if declared.gpu_model else None
@@ -368,22 +410,30 @@ def _host(folder: RunFolder, name: str, reachable: bool, superseded: set[str]) -
     )
 
 
-def _answered(files: list[RawFile]) -> set[str]:
+def _answered(tries: Iterable[PairTry]) -> set[str]:
     """Hosts named by a pair step that finished with a parsed result: every file of a pair lies
     with its first host, so the last host of a pair-only run has no folder of its own."""
-    hosts = set()
-    for raw in files:
-        step = pair_step(raw.step)
-        finished = raw.sidecar is None or raw.sidecar.problem() is None
-        if step and finished and raw.parse and raw.parse.runs and not raw.parse.errors:
-            hosts |= {step.src, step.dst}
-    return hosts
+    return {host for t in tries if t.answered for host in (t.step.src, t.step.dst)}
+
+
+def pair_evidence(folder: RunFolder) -> RunEvidence:
+    """The pair tests alone, no host's evidence: the controller judges the tries between rounds
+    this way (no network reference is needed to know which try was low)."""
+    return RunEvidence(folder, {}, [], read_pair_tries(folder.files), expected_pair_steps(folder))
 
 
 def build_evidence(folder: RunFolder) -> RunEvidence:
-    unreachable = sorted(set(folder.without_folder) - _answered(folder.files))
-    superseded = superseded_pair_tries(folder.files)
+    pair_tries = read_pair_tries(folder.files)
+    unreachable = sorted(set(folder.without_folder) - _answered(pair_tries))
+    lost = set(unreachable)
+    superseded = superseded_pair_tries(pair_tries)
+    across = AcrossNodeDevices(folder.files)
+    by_host: dict[str, list[RawFile]] = {}
+    for raw in folder.files:
+        by_host.setdefault(raw.host, []).append(raw)
     hosts = {
-        name: _host(folder, name, name not in unreachable, superseded) for name in folder.hosts
-    }
-    return RunEvidence(folder, hosts, unreachable)
+        name: _host(folder, name, by_host.get(name, []), name not in lost, superseded,
+                    across)
+        for name in folder.hosts
+    }  # fmt: skip
+    return RunEvidence(folder, hosts, unreachable, pair_tries, expected_pair_steps(folder))

@@ -14,6 +14,7 @@ from gpuval.catalog.catalog import GpuModel
 from gpuval.catalog.network import Port
 from gpuval.catalog.systems import System
 from gpuval.records.bandwidth import AllReduceBenchRun, NvbandwidthRun
+from gpuval.records.base import Diagnostic
 from gpuval.records.health import (
     DcgmDiagRun,
     GemmBurnRun,
@@ -27,7 +28,8 @@ from gpuval.records.health import (
 from gpuval.records.nccl import NcclRun
 from gpuval.records.nvidia_smi import NvidiaSmiRun, NvLinkState, PcieLink
 from gpuval.records.p2p import P2PRun
-from gpuval.runfolder import RawFile, RunFolder
+from gpuval.runfolder import RawFile, RunFolder, StepProblem
+from gpuval.steps import PairStep
 
 R = TypeVar("R")
 
@@ -298,13 +300,49 @@ class HostEvidence:
         )
 
 
+# --- Across the cluster: pair tests (find the bad node) ------------------------------------
+
+
+@dataclass(frozen=True)
+class PairTry:
+    """One pair step's output, read once: the step its name gives, the file, how the step ended
+    (its sidecar) and what the parser made of the output."""
+
+    name: str  # the step name (the sidecar's, else the file name's)
+    step: PairStep
+    host: str  # whose folder holds it (the pair's first host)
+    path: str
+    # Skipped, timed out, unfinished or a non-zero exit status, with its detail (the sidecar's
+    # `problem`); None: it exited 0, or no sidecar says otherwise.
+    ended: tuple[StepProblem, str] | None
+    tool: str | None  # the parser that read the output; None: missing, or not recognised
+    first_error: Diagnostic | None = None  # the parser's first error
+    runs: tuple[object, ...] = ()  # the parser's records
+
+    @property
+    def answered(self) -> bool:
+        """It finished and its output parsed without error into at least one record."""
+        return self.ended is None and bool(self.runs) and self.first_error is None
+
+
+@dataclass(frozen=True)
+class ExpectedPairStep:
+    """A pair step run.json expects of a host (try 1 of each pair it schedules in advance)."""
+
+    host: str
+    name: str
+    step: PairStep
+
+
 @dataclass
 class RunEvidence:
-    """The run folder and each host's evidence."""
+    """The run folder, each host's evidence and the pair tests across the cluster."""
 
     folder: RunFolder
     hosts: dict[str, HostEvidence]
     unreachable: list[str]  # listed in run.json, no folder, and no pair test answered
+    pair_tries: list[PairTry] = field(default_factory=list)  # in the folder's file order
+    expected_pair_steps: list[ExpectedPairStep] = field(default_factory=list)  # hosts sorted
 
     def host(self, name: str) -> HostEvidence | None:
         return self.hosts.get(name)
