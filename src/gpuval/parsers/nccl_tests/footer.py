@@ -28,6 +28,7 @@ _OTHER_FAILURES = (
     "The number of requested GPUs",
     "Incompatible NCCL versions",
 )
+_OTHER_FAILURE = re.compile("|".join(map(re.escape, _OTHER_FAILURES)))
 _WORD_BYTES = {
     "int8": 1, "uint8": 1, "char": 1, "f8e4m3": 1, "f8e5m2": 1, "fp8_e4m3": 1, "fp8_e5m2": 1,
     "half": 2, "float16": 2, "bfloat16": 2, "bf16": 2,
@@ -66,7 +67,7 @@ def reported_error(body: str, number: int) -> NcclFailure:
 def read_failure(body: str, number: int, touch: Callable[[], NcclRun]) -> bool:
     """Record the failure `body` reports in the run `touch` gives; False when it reports none."""
     if "failure" not in body and "Test timeout" not in body:
-        if not any(marker in body for marker in _OTHER_FAILURES):
+        if not _OTHER_FAILURE.search(body):
             return False
         touch().failures.append(NcclFailure(None, "other", None, None, body, log_line=number))
         return True

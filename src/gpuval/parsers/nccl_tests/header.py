@@ -15,7 +15,6 @@ _DEVICE = re.compile(
     r"\s+(?:uses\s+)?device\s+(\d+)\s+\[([^\]]*)\]\s*(.*)$"
 )
 PROGRAM = re.compile(r"\b([a-z][a-z0-9_]*?)_perf(?:_mpi)?\b")
-_PARAM_VALUE = re.compile(r"^-?\d")
 _PARAM_NAMES = {
     "nthread": "n_thread",
     "nthreads": "n_thread",
@@ -47,7 +46,7 @@ def parse_params(body: str) -> dict[str, int | str | bool]:
     params: dict[str, int | str | bool] = {}
     name: list[str] = []
     for word in body.split():
-        if not _PARAM_VALUE.match(word):
+        if not (word[:1].isdecimal() or (word[:1] == "-" and word[1:2].isdecimal())):
             name.append(word.rstrip(":"))
             continue
         key = "_".join(name).lower()

@@ -5,8 +5,9 @@ concern (header, table, footer)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from itertools import chain
 
 from gpuval.parsers import nccl_debug, nccl_json
 from gpuval.parsers.nccl_tests import footer, header
@@ -29,6 +30,8 @@ from gpuval.records.nccl import NcclFailedLine, NcclRun
 # Stages a run goes through; a marker of an earlier-or-equal stage than reached opens a new run.
 _VERSION, _STARTING, _PARAMS, _DEVICES, _TABLE, _ROWS, _FOOTER = range(1, 8)
 
+# Characters of text split into lines at a time.
+_BLOCK = 1 << 20
 _LAUNCHER_TAG = re.compile(r"\[\d+(?:,\d+)?\](?:<std(?:out|err)>:)?")
 
 
@@ -58,14 +61,11 @@ class TextReader:
         # iter_lines' work inlined: this loop sees every line of 100 MB logs, and the launcher
         # prefix can only be there when a line starts with "[".
         is_debug, feed = nccl_debug.is_debug_line, nccl_debug.feed
-        lines = text.splitlines()
-        # A capture cut mid-write ends without a newline: its last row may lack digits.
-        # (Copies pasted from web pages often lack it too, hence the width test in _row.)
-        self.cut_line = len(lines) if text and text[-1] not in "\r\n" else None
-        for number, raw in enumerate(lines, start=1):
+        for number, raw in enumerate(chain.from_iterable(self._blocks(text)), start=1):
             if raw[:1] == "[":
                 raw = strip_launcher_prefix(raw)
-            if "NCCL INFO" in raw or is_debug(raw):
+            # is_debug only where it can hold: its every test needs "NCCL" or a "Channel " start.
+            if "NCCL INFO" in raw or (("NCCL" in raw or raw[:8] == "Channel ") and is_debug(raw)):
                 if raw[:1] in " \t" and self._in_table():
                     # NCCL_DEBUG lines start with their host; a leading blank is a row's start.
                     self.result.warn("row text mixed into an NCCL_DEBUG line: not recorded", number)
@@ -88,6 +88,22 @@ class TextReader:
             self._other_line(number, body, hashed)
         self._flush_partial()
         self._finish()
+
+    def _blocks(self, text: str) -> Iterator[list[str]]:
+        """`text.splitlines()`, a block of about _BLOCK characters at a time: a list of every
+        line would cost twice the text. Sets `cut_line` before the last block of a capture cut
+        mid-write (no newline at its end: its last row may lack digits; copies pasted from web
+        pages often lack it too, hence the width test in _row)."""
+        count, start = 0, 0
+        while start < len(text):
+            end = text.find("\n", start + _BLOCK)
+            stop = len(text) if end < 0 else end + 1  # a block ends at a line's end
+            lines = text[start:stop].splitlines()
+            start = stop
+            count += len(lines)
+            if start == len(text) and text[-1] not in "\r\n":
+                self.cut_line = count
+            yield lines
 
     def _other_line(self, number: int, body: str, hashed: bool) -> None:
         if footer.read_failure(body, number, lambda: self._touch(number).run):

@@ -172,7 +172,11 @@ def parse_row(tokens: list[str], layout: Layout) -> tuple[NcclRow | None, str | 
 
 
 def _half(cells: list[str], layout: Layout) -> tuple[NcclHalf | None, str | None]:
-    values = [_number(cell) for cell in cells]
+    values: list[float | None]
+    try:  # most cells are plain numbers: one pass of float() over them, _number on the others
+        values = list(map(float, cells))
+    except ValueError:
+        values = [_number(cell) for cell in cells]
     if None in values:
         for name, cell, value in zip(layout.metrics, cells, values, strict=True):
             if value is None and not _is_na(cell):
