@@ -23,13 +23,15 @@ from gpuval.parsers.nccl_tests.table import (
     parse_row,
     with_scale,
 )
-from gpuval.parsers.text import strip_launcher_prefix
+from gpuval.parsers.text import QUOTED_CHARS, clipped, quoted, strip_launcher_prefix
 from gpuval.records.base import ParseResult
 from gpuval.records.nccl import NcclFailedLine, NcclRun
 
 # Stages a run goes through; a marker of an earlier-or-equal stage than reached opens a new run.
 _VERSION, _STARTING, _PARAMS, _DEVICES, _TABLE, _ROWS, _FOOTER = range(1, 8)
 
+# A FAILED line is kept as printed, up to this many characters.
+_FAILED_LINE_CHARS = 1000
 # Characters of text split into lines at a time.
 _BLOCK = 1 << 20
 _LAUNCHER_TAG = re.compile(r"\[\d+(?:,\d+)?\](?:<std(?:out|err)>:)?")
@@ -84,7 +86,8 @@ class TextReader:
                 continue
             self._flush_partial()
             if "FAILED" in body:
-                self._touch(number).run.failed_lines.append(NcclFailedLine(raw.strip(), number))
+                printed = clipped(raw.strip(), _FAILED_LINE_CHARS)
+                self._touch(number).run.failed_lines.append(NcclFailedLine(printed, number))
             self._other_line(number, body, hashed)
         self._flush_partial()
         self._finish()
@@ -200,7 +203,7 @@ class TextReader:
     def _device(self, number: int, body: str) -> None:
         device = header.read_device(body)
         if device is None:
-            self.result.warn(f"unreadable device line: {body!r}", number)
+            self.result.warn(f"unreadable device line: {quoted(body)}", number)
             return
         builder = self._open(number, _DEVICES) if self._needs_new(_ROWS) else self._touch(number)
         builder.run.devices.append(device)
@@ -243,7 +246,7 @@ class TextReader:
         builder.stage = _FOOTER
         out_of_bounds = footer.read_out_of_bounds(body)
         if out_of_bounds is None:
-            self.result.warn(f"unreadable out-of-bounds line: {body!r}", number)
+            self.result.warn(f"unreadable out-of-bounds line: {quoted(body)}", number)
             return
         builder.run.out_of_bounds = out_of_bounds
 
@@ -251,7 +254,7 @@ class TextReader:
         builder = self._touch(number)
         if not footer.read_avg_busbw(builder.run, body):
             self.result.warn(
-                f"truncated or unreadable average bus bandwidth line: {body!r}", number
+                f"truncated or unreadable average bus bandwidth line: {quoted(body)}", number
             )
             return
         builder.stage = _FOOTER
@@ -302,7 +305,7 @@ class TextReader:
             self._flush_partial()
         if integer(tokens[0]) is None:
             if self._in_table() and is_continuation(tokens):
-                self.result.warn(f"row fragment without its start: {body!r}", number)
+                self.result.warn(f"row fragment without its start: {quoted(body)}", number)
             return
         if builder is None or builder.stage >= _FOOTER:
             if not looks_like_row(tokens):
@@ -322,7 +325,8 @@ class TextReader:
         if builder.layout is None:
             builder.layout = infer_layout(tokens)
             if builder.layout is None:
-                self.result.warn(f"row without a column header, not understood: {tokens}", number)
+                understood = f"row without a column header, not understood: {_cells(tokens)}"
+                self.result.warn(understood, number)
                 return
             builder.run.extra_columns = []
             self.result.warn(
@@ -341,7 +345,7 @@ class TextReader:
             builder.partial = (number, tokens)
             return
         if problem or row is None:
-            self.result.warn(f"row not recorded: {problem}: {' '.join(tokens)!r}", number)
+            self.result.warn(f"row not recorded: {problem}: {quoted(' '.join(tokens))}", number)
             return
         row.line = number
         builder.run.rows.append(row)
@@ -355,7 +359,7 @@ class TextReader:
         layout = builder.layout
         expected = f" of {len(layout.keys) + layout.cells}" if layout else ""
         self.result.warn(
-            f"partial row (truncated output?) not recorded: {' '.join(tokens)!r} "
+            f"partial row (truncated output?) not recorded: {quoted(' '.join(tokens))} "
             f"({len(tokens)}{expected} cells)",
             number,
         )
@@ -387,3 +391,8 @@ def _has_content(builder: _Builder) -> bool:
         or run.header
         or footer.facts_present(builder.facts)
     )
+
+
+def _cells(tokens: list[str]) -> str:
+    """The cells of a row as a list, of a row no longer than a quote."""
+    return str(tokens) if sum(map(len, tokens)) <= QUOTED_CHARS else quoted(" ".join(tokens))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from gpuval.parsers.text import parse_int, parse_number
+from gpuval.parsers.text import parse_int, parse_number, quoted
 from gpuval.records.nccl import NcclHalf, NcclRow
 
 _HALF_NAMES = re.compile(r"out-of-place|in-place")
@@ -62,7 +62,7 @@ def header_layout(
     while at < len(words) and words[at] not in _METRIC_NAMES:
         key = _KEY_COLUMNS.get(words[at].lower())
         if key is None:
-            return None, f"unknown column {words[at]!r} in header"
+            return None, f"unknown column {quoted(words[at])} in header"
         keys.append(key)
         at += 1
     if not keys or keys[0] != "size":
@@ -138,11 +138,11 @@ def parse_row(tokens: list[str], layout: Layout) -> tuple[NcclRow | None, str | 
         if key == "count":
             row.count = integer(token)
             if row.count is None:
-                return None, f"count {token!r} is not an integer"
+                return None, f"count {quoted(token)} is not an integer"
             at += 1
         elif key == "dtype":
             if is_number(token):
-                return None, f"type {token!r} is a number"
+                return None, f"type {quoted(token)} is a number"
             row.dtype = token
             at += 1
         elif key == "redop":
@@ -180,7 +180,7 @@ def _half(cells: list[str], layout: Layout) -> tuple[NcclHalf | None, str | None
     if None in values:
         for name, cell, value in zip(layout.metrics, cells, values, strict=True):
             if value is None and not _is_na(cell):
-                return None, f"{name} cell {cell!r} is not a number"
+                return None, f"{name} cell {quoted(cell)} is not a number"
     named = dict(zip(layout.metrics, values, strict=True))
     time = named.pop("time", None)
     if time is not None and layout.time_scale != 1.0:
