@@ -134,7 +134,7 @@ def feed(facts: DebugFacts, text: str, number: int) -> None:
     else:
         facts.kept.append(text)
         if len(facts.kept) >= _KEPT_LINES:
-            _read_kept(facts)
+            read_kept(facts)
         return
     if host is not None:
         facts.hosts.add(host)
@@ -146,7 +146,7 @@ _KEPT_LINES = 20_000
 
 def digest(facts: DebugFacts) -> None:
     """Read the kept lines: hosts, transports, algorithms, nranks."""
-    _read_kept(facts)
+    read_kept(facts)
     networks = {"NET/" + name for name in facts.networks}
     # "NET/IB : Using [RO]; OOB eth0" follows "NET/IB : No device found." when the IB plugin
     # loads without a device; "Using network Socket" then says what NCCL really chose.
@@ -158,7 +158,7 @@ def digest(facts: DebugFacts) -> None:
     facts.nets_using, facts.networks = set(), set()
 
 
-def _read_kept(facts: DebugFacts) -> None:
+def read_kept(facts: DebugFacts) -> None:
     """Read a batch of kept lines with a few regular expressions over their joined text."""
     if not facts.kept:
         return

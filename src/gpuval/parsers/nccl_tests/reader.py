@@ -154,6 +154,8 @@ class TextReader:
     # ---- runs ----------------------------------------------------------------------------
     def _new_run(self, number: int) -> _Builder:
         self._flush_partial()
+        if self.current is not None:  # no more lines of its own: its kept lines need no keeping
+            nccl_debug.read_kept(self.current.facts)
         self.current = _Builder(NcclRun(start_line=number), last_line=number)
         self.builders.append(self.current)
         return self.current
