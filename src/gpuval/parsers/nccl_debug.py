@@ -2,8 +2,9 @@
 
 Lines look like `host:pid:tid [dev] NCCL INFO message`; NCCL_DEBUG=VERSION prints a bare
 `NCCL version 2.19.3+cuda12.2`. These lines run to millions in big logs, so `feed` only keeps
-them (WARN and version lines, which need their line number, are read at once) and `digest`
-reads the kept lines in bulk with a few regular expressions over their joined text.
+them (WARN and version lines, which need their line number, are read at once), reads them in
+batches with a few regular expressions over their joined text, and `digest` weighs what the
+batches found.
 """
 
 from __future__ import annotations
@@ -45,6 +46,10 @@ class DebugFacts:
     nranks: int | None = None
     version_conflicts: list[tuple[int, str]] = field(default_factory=list)
     kept: list[str] = field(default_factory=list)
+    # What `NET/IB : Using` and `Using network X` lines named, weighed against each other once
+    # every line is read.
+    nets_using: set[str] = field(default_factory=set)
+    networks: set[str] = field(default_factory=set)
 
     def merge(self, other: DebugFacts) -> None:
         for host, version in other.versions_by_host.items():
@@ -57,6 +62,8 @@ class DebugFacts:
         self.nranks = self.nranks or other.nranks
         self.version_conflicts.extend(other.version_conflicts)
         self.kept.extend(other.kept)
+        self.nets_using |= other.nets_using
+        self.networks |= other.networks
 
 
 def is_debug_line(text: str) -> bool:
@@ -126,28 +133,43 @@ def feed(facts: DebugFacts, text: str, number: int) -> None:
         _version(facts, host, _after(text, "NCCL version"), number)
     else:
         facts.kept.append(text)
+        if len(facts.kept) >= _KEPT_LINES:
+            read_kept(facts)
         return
     if host is not None:
         facts.hosts.add(host)
 
 
+# Kept lines read in batches of this many, so that they never hold a copy of a big log.
+_KEPT_LINES = 20_000
+
+
 def digest(facts: DebugFacts) -> None:
     """Read the kept lines: hosts, transports, algorithms, nranks."""
+    read_kept(facts)
+    networks = {"NET/" + name for name in facts.networks}
+    # "NET/IB : Using [RO]; OOB eth0" follows "NET/IB : No device found." when the IB plugin
+    # loads without a device; "Using network Socket" then says what NCCL really chose.
+    facts.transports.update(
+        net for net in facts.nets_using
+        if not networks or any(c.startswith(net) or net.startswith(c) for c in networks)
+    )  # fmt: skip
+    facts.transports.update(networks)
+    facts.nets_using, facts.networks = set(), set()
+
+
+def read_kept(facts: DebugFacts) -> None:
+    """Read a batch of kept lines with a few regular expressions over their joined text."""
     if not facts.kept:
         return
     lines, facts.kept = facts.kept, []
     heads = {line.partition(":")[0].lstrip() for line in lines}
     facts.hosts.update(head for head in heads if head and " " not in head)
     joined = "\n".join(lines)
+    del lines
     facts.transports.update(_transport_name(via) for via in set(_VIA.findall(joined)))
-    networks = {"NET/" + name for name in _NETWORK.findall(joined)}
-    # "NET/IB : Using [RO]; OOB eth0" follows "NET/IB : No device found." when the IB plugin
-    # loads without a device; "Using network Socket" then says what NCCL really chose.
-    facts.transports.update(
-        net for net in _NET_USING.findall(joined)
-        if not networks or any(c.startswith(net) or net.startswith(c) for c in networks)
-    )  # fmt: skip
-    facts.transports.update(networks)
+    facts.networks.update(_NETWORK.findall(joined))
+    facts.nets_using.update(_NET_USING.findall(joined))
     for tail in set(_CHANNEL_TAIL.findall(joined)):
         if any(int(count) > 0 for count in _NVLS_CHANNELS.findall(tail)):
             facts.algorithms.add("NVLS")

@@ -49,6 +49,26 @@ def iter_lines(text: str) -> Iterator[Line]:
         yield Line(number, strip_launcher_prefix(line))
 
 
+# How much of a line a diagnostic quotes: it names the line, so a person can open the file there;
+# copying all of it would make results.json grow with the text (a binary or minified file can
+# be one line of megabytes).
+QUOTED_CHARS = 160
+
+
+def quoted(text: str, limit: int = QUOTED_CHARS) -> str:
+    """`repr(text)`, of its first `limit` characters only (and how many more there were)."""
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}... ({len(text) - limit} more characters)"
+
+
+def clipped(text: str, limit: int) -> str:
+    """`text`, or its first `limit` characters and how many more there were."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text) - limit} more characters)"
+
+
 _NUMBER_NOISE = str.maketrans("", "", "_,")
 
 

@@ -1,0 +1,123 @@
+"""Xid / SXid: the kernel log's lines, each code's meaning and action from the catalog."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import datetime
+
+from gpuval.catalog.health import XidMeaning, sxid_meaning, xid_meaning
+from gpuval.checks.context import Judge
+from gpuval.checks.health.common import missing_probe
+from gpuval.checks.model import Check, Status, rank
+from gpuval.evidence import HostEvidence
+from gpuval.evidence.model import pci_key
+from gpuval.records.health import (
+    KernelEvent,
+)
+from gpuval.runfolder import RawFile
+
+
+def _captured_at(raw: RawFile) -> datetime | None:
+    started = raw.sidecar.started_at if raw.sidecar else None
+    try:
+        moment = datetime.fromisoformat(started) if started else None
+    except ValueError:
+        return None
+    return moment if moment and moment.tzinfo else None
+
+
+def _age_hours(event: KernelEvent, captured: datetime | None) -> float | None:
+    if event.time_iso is None or captured is None:
+        return None
+    return (captured - datetime.fromisoformat(event.time_iso)).total_seconds() / 3600
+
+
+def _event_status(meaning: XidMeaning, recent: bool) -> Status:
+    if meaning.kind == "hardware":
+        return "fail" if recent else "warn"
+    if meaning.kind in ("application", "unknown"):
+        return "warn" if recent or meaning.kind == "unknown" else "pass"
+    return "pass"
+
+
+def _when(event: KernelEvent, age: float | None) -> str:
+    if age is not None:
+        return f"{age:.1f} h before the log was read"
+    if event.uptime_s is not None:
+        return f"{event.uptime_s:.0f} s after boot"
+    if event.timestamp:
+        return f"at {event.timestamp} (time zone unknown: judged as current)"
+    return "undated: judged as current"
+
+
+def _event_text(event: KernelEvent, meaning: XidMeaning) -> str:
+    what = "SXid" if event.kind == "sxid" else "Xid"
+    return f"{what} {event.code} ({meaning.mnemonic or meaning.meaning})"
+
+
+def xid_checks(judge: Judge, host: HostEvidence) -> None:
+    parsed = host.health.kernel_log.latest
+    if parsed is None:
+        missing_probe(
+            judge, host, "health.xid", "kernel log (dmesg / journalctl -k)", "health-kernel-log"
+        )
+        return
+    log, window = parsed.record, judge.thresholds.xid_window_hours
+    if log.unreadable:
+        judge.add(Check(
+            check_id="health.xid", host=host.name, category="health", status="unjudged",
+            source=parsed.source(), reference=f"no hardware Xid within {window:g} h",
+            reason=f"the kernel log could not be read ({log.unreadable}): Xid and SXid events "
+            "unseen, nothing to judge",
+            action="run the health phase as root (dmesg needs CAP_SYSLOG), or let the user read "
+            "the journal (group systemd-journal or adm)",
+        ))  # fmt: skip
+        return
+    captured = _captured_at(parsed.file)
+    by_device: dict[str, list[KernelEvent]] = {}
+    xid79 = {pci_key(e.device) for e in log.events if e.kind == "xid" and e.code == 79}
+    for event in log.events:
+        if event.kind == "off-bus" and pci_key(event.device) in xid79:
+            continue  # the Xid 79 line of the same GPU says it already
+        key = event.switch if event.kind == "sxid" else pci_key(event.device) or event.device
+        by_device.setdefault(key or "unknown", []).append(event)
+    benign = set(judge.thresholds.xid_benign_codes)
+    for device, events in sorted(by_device.items()):
+        judged: list[tuple[Status, KernelEvent, XidMeaning, float | None]] = []
+        for event in events:
+            meaning = sxid_meaning(event.severity) if event.kind == "sxid" else (
+                xid_meaning(event.code))  # fmt: skip
+            age = _age_hours(event, captured)
+            status = "pass" if event.code in benign else _event_status(
+                meaning, age is None or age <= window)  # fmt: skip
+            judged.append((status, event, meaning, age))
+        # The worst event, the latest of equals: its line is the evidence.
+        status, event, meaning, age = min(judged, key=lambda j: (rank(j[0]), -j[1].line))
+        name = event.switch if event.kind == "sxid" else host.health.gpu_name(event.device)
+        counts = Counter((e.kind == "sxid", e.code or 0) for e in events)
+        tally = ", ".join(f"{'SXid' if sxid else 'Xid'} {code} x{n}"
+                          for (sxid, code), n in sorted(counts.items()))  # fmt: skip
+        note = (
+            f"; older than {window:g} h: history unless the GPU was not reset since"
+            if status == "warn" and meaning.kind == "hardware"
+            else "; configured as benign (xid_benign_codes)"
+            if event.code in benign
+            else ""
+        )
+        judge.add(Check(
+            check_id=f"health.xid.{device}", host=host.name, category="health", status=status,
+            measured=_event_text(event, meaning), reference=f"no hardware Xid within {window:g} h",
+            source=parsed.source(event.line),
+            reason=f"{_event_text(event, meaning)} on {name}: {meaning.meaning}, "
+            f"{_when(event, age)}{note} ({tally} in the log)",
+            action=None if status == "pass" else meaning.action.format(
+                gpu=name, switch=event.switch or "the NVSwitch"),
+        ))  # fmt: skip
+    if not by_device:
+        judge.add(Check(
+            check_id="health.xid", host=host.name, category="health", status="pass",
+            source=parsed.source(), reference=f"no hardware Xid within {window:g} h",
+            reason=f"no Xid, SXid or fallen-off-the-bus line in {log.line_count} kernel log "
+            f"lines ({log.format}, {log.first_timestamp or 'undated'} to "
+            f"{log.last_timestamp or 'undated'})",
+        ))  # fmt: skip
