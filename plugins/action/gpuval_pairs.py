@@ -28,7 +28,7 @@ description:
     preflight's. Every planned entry is C({round, a, b, tries, steps, peers, lanes}), with the try
     number of each kind and the step names it writes (gpuval.steps).
   - With O(commands), also what the nodes run (C(gpuval.pair_plan)): the kinds that run and why the
-    others do not (RV(kinds), RV(skipped), RV(summary)), the rails (RV(rdma_rails),
+    others do not (RV(kinds), RV(skip_reasons), RV(summary)), the rails (RV(rdma_rails),
     RV(hosts_with_rail), RV(rails)), RV(addresses), staged mode's RV(all_nodes_run), and in
     every entry C(pair), C(hosts) and C(run) (per kind, the commands of both sides).
 options:

@@ -489,7 +489,7 @@ class PairPlan:
         """What the plan found, for the role and its log: kinds, reasons, rails, addresses."""
         return {
             "kinds": self.kinds,
-            "skipped": self.skipped,
+            "skip_reasons": self.skipped,
             "rdma_rails": self.rdma_rails,
             "hosts_with_rail": self.hosts_with_rail,
             "rails": {h: list(self.nodes[h].rdma_hcas) for h in self.active},
