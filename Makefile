@@ -57,6 +57,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests library plugins
 	$(BIN)/ruff format --check src tests library plugins
 	$(BIN)/mypy
+	$(PY) -m tests.role_docs --check
 
 ## ansible-lint: production profile over roles, playbooks and molecule scenarios (.ansible-lint)
 ansible-lint: $(STAMP)

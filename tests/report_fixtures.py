@@ -1,6 +1,6 @@
 """A judged run for the report, summary.json, junit.xml and browser tests: a run folder written
 into a temporary folder from real published outputs, then judged by gpuval itself
-(`gpuval.pipeline.build_results`), so the report is tested on the checks the judge really makes.
+(`gpuval.pipeline.judge`), so the report is tested on the checks the judge really makes.
 
 Every node is the 4x H100 SXM Lambda instance of the bundled sample run
 (tests/data/sample-run/raw/lambda-4xh100: nvidia-smi, nvidia-smi topo -m, and nccl-tests
@@ -30,9 +30,9 @@ from collections.abc import Collection
 from pathlib import Path
 
 from gpuval.checks.thresholds import DEFAULTS
-from gpuval.pipeline import build_results
-from gpuval.results import RunResults
-from gpuval.runfolder import read_run_folder
+from gpuval.judgement.model import RunJudgement
+from gpuval.pipeline import Judging
+from gpuval.pipeline import judge as judge_run_dir
 from tests.run_folders import iperf3_pair_steps, write_iperf3_try, write_run_json, write_step
 
 DATA = Path(__file__).parent / "data"
@@ -158,6 +158,6 @@ def write_run(
     return run
 
 
-def judge(run: Path) -> RunResults:
+def judge(run: Path) -> RunJudgement:
     """What `gpuval report` judges, with a fixed report time."""
-    return build_results(read_run_folder(run), DEFAULTS, GENERATED_AT)
+    return judge_run_dir(run, Judging(thresholds=DEFAULTS), GENERATED_AT)

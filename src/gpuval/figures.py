@@ -9,8 +9,8 @@ Prometheus file follow from run to run (summary.json `figures`).
   corrected and uncorrected, retired pages, rows remapped for uncorrectable errors) and PCIe
   replays since reset.
 
-This module is the record alone (cheap to import: `gpuval history` reads it); the figures are
-computed from a judged run in gpuval.report.figures and gpuval.report.summary.
+This module is the record alone (cheap to import: `gpuval history` reads it); the judge computes
+the figures (gpuval.judgement.figures) and the baseline and value rules judge them.
 """
 
 from __future__ import annotations

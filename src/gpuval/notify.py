@@ -17,8 +17,13 @@ import os
 import urllib.error
 import urllib.request
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
+
+from gpuval.records.base import to_jsonable
+
+if TYPE_CHECKING:
+    from gpuval.judgement.model import RunJudgement
 
 WEBHOOK_ENV = "GPUVAL_WEBHOOK_URL"
 TIMEOUT_S = 10
@@ -63,9 +68,11 @@ def take_webhook_url() -> str | None:
     return url
 
 
-def payload(run_id: str, verdict: str, checks: list[dict[str, Any]], report: str) -> dict[str, Any]:
-    failing = [c for c in checks if c["status"] in ("fail", "error")]
-    counts = Counter(c["status"] for c in checks)
+def payload(judgement: RunJudgement, report: str) -> dict[str, Any]:
+    """The notification of a judged run whose report is at `report`."""
+    run_id, verdict = judgement.run_id, judgement.verdict
+    failing = [to_jsonable(c) for c in judgement.checks if c.status in ("fail", "error")]
+    counts = Counter(c.status for c in judgement.checks)
     return {
         "text": (
             f"gpuval run {run_id}: {verdict.upper()}, {len(failing)} failing check(s); "

@@ -14,10 +14,9 @@ pair analysis, the thresholds, the report pipeline), so a move of those is fixed
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import io
 import json
+import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -28,8 +27,8 @@ from gpuval import steps
 from gpuval.schedule import LatestTry
 
 CAPTURE_MODULE = "gpuval_capture"
-# The verdict when summary.json is missing, from gpuval report's exit code (pipeline.EXIT_CODES
-# read backwards; 1 is fail, the worse of fail and warn); 0 needs a summary.
+# The verdict when nothing was judged (bad input), from gpuval report's exit code
+# (pipeline.EXIT_CODES read backwards).
 VERDICT_OF_EXIT_CODE = {1: "fail", 2: "error", 3: "unjudged"}
 
 
@@ -164,39 +163,46 @@ class Rendered:
     rc: int
     verdict: str
     lines: list[str]
+    # summary.json's verdict, counts and failing checks; None when nothing was judged
     summary: dict[str, Any] | None
 
 
-def _read_summary(run_dir: Path) -> dict[str, Any] | None:
-    try:
-        document = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return document if isinstance(document, dict) else None
+class _Lines(logging.Handler):
+    """Keeps the report's messages as lines (Ansible's stdout and stderr are not gpuval's)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines += self.format(record).splitlines()
 
 
 def render_report(
     run_dir: Path, thresholds_file: Path | None = None, fail_on: str = "unjudged"
 ) -> Rendered:
-    """`gpuval report RUN_DIR --fail-on FAIL_ON`: its exit code, verdict and what it printed
-    (kept off the process's own stdout and stderr, which belong to Ansible)."""
+    """`gpuval report RUN_DIR --fail-on FAIL_ON`: its exit code, verdict and what it said."""
     from gpuval.checks.model import STATUSES, Status
-    from gpuval.pipeline import report_run
+    from gpuval.pipeline import messages_to, report
+    from gpuval.report.summary import check_entry, sort_checks, status_counts
 
     if fail_on not in STATUSES:
         raise ValueError(f"fail_on {fail_on!r} is not a verdict")
 
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
-        rc = report_run(run_dir, thresholds_file=thresholds_file, fail_on=cast("Status", fail_on))
-    summary = _read_summary(run_dir)
-    verdict = summary.get("verdict") if summary else None
-    return Rendered(
-        rc,
-        str(verdict) if verdict else VERDICT_OF_EXIT_CODE.get(rc, "error"),
-        printed.getvalue().splitlines(),
-        summary,
-    )
+    said = _Lines()
+    with messages_to(said):
+        reported = report(run_dir, thresholds_file=thresholds_file, fail_on=cast("Status", fail_on))
+    judgement = reported.judgement
+    if judgement is None:
+        return Rendered(reported.exit_code, VERDICT_OF_EXIT_CODE.get(reported.exit_code, "error"),
+                        said.lines, None)  # fmt: skip
+    checks = sort_checks(judgement.checks)
+    summary = {
+        "verdict": judgement.verdict,
+        "counts": status_counts(checks),
+        "failing_checks": [check_entry(c) for c in checks if c.status in ("error", "fail")],
+    }
+    return Rendered(reported.exit_code, judgement.verdict, said.lines, summary)
 
 
 # ------------------------------------------------------------------ preflight

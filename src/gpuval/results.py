@@ -1,53 +1,36 @@
-"""A judged run: everything the report, summary.json, junit.xml and measurements.csv need,
-and results.json (the whole of it, schema-validated)."""
+"""results.json: the whole of a judged run (gpuval.judgement.RunJudgement), schema-validated."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
-from dataclasses import dataclass, field
 from typing import Any
 
-from gpuval.checks.model import Check, Expectation, Status
-from gpuval.evidence import HostFacts
-from gpuval.records.base import Diagnostic, to_jsonable
-from gpuval.runfolder import RawFile
+from gpuval.judgement.model import RunJudgement
+from gpuval.records.base import to_jsonable
 from gpuval.schema import validate
 
 
-@dataclass
-class RunResults:
-    run_id: str
-    generated_at: str
-    gpuval_version: str
-    verdict: Status
-    hosts: list[HostFacts]
-    files: list[RawFile]
-    checks: list[Check]
-    expectations: list[Expectation]
-    diagnostics: list[Diagnostic] = field(default_factory=list)  # run-folder problems
-    meta: dict[str, Any] = field(default_factory=dict)  # run.json as written by the playbook
-    # The pair analysis (gpuval.checks.pairs.PairAnalysis.to_dict): tables "tries", "pairs",
-    # "nodes"; {} when no pair test ran.
-    pairs: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    # The acceptance profile and the baseline the run was judged with (None: defaults, none).
-    profile: str | None = None
-    baseline: str | None = None
-
-
-def results_document(results: RunResults) -> dict[str, Any]:
+def results_document(judgement: RunJudgement) -> dict[str, Any]:
     """The results.json document (schema: results.schema.json)."""
-    document = {
-        f.name: to_jsonable(getattr(results, f.name))
-        for f in dataclasses.fields(results)
-        if f.name != "files"
+    j = judgement
+    return {
+        "schema_version": 1,
+        "run_id": j.run_id,
+        "generated_at": j.generated_at,
+        "gpuval_version": j.gpuval_version,
+        "verdict": j.verdict,
+        "hosts": to_jsonable(j.hosts),
+        "files": [f.document for f in j.files],
+        "checks": to_jsonable(j.checks),
+        "expectations": to_jsonable(j.expectations),
+        "diagnostics": to_jsonable(j.diagnostics),  # run-folder problems
+        "meta": to_jsonable(j.meta),  # run.json as written by the playbook
+        # The pair analysis' tables "tries", "pairs", "nodes"; {} when no pair test ran.
+        "pairs": to_jsonable(j.pair_tables),
+        # The acceptance profile and the baseline the run was judged with (None: defaults, none).
+        "profile": j.profile_name,
+        "baseline": j.baseline_name,
     }
-    document["schema_version"] = 1
-    document["files"] = [
-        {**to_jsonable(raw), "parse": raw.parse.to_dict() if raw.parse else None}
-        for raw in results.files
-    ]
-    return document
 
 
 # Files whose parse result is checked against the schemas, per tool. One parser gives every file
@@ -71,8 +54,8 @@ def validation_sample(document: dict[str, Any]) -> dict[str, Any]:
 RESULTS_FILE = "results.json"
 
 
-def results_json(results: RunResults) -> str:
+def results_json(judgement: RunJudgement) -> str:
     """The content of results.json, validated; deterministic (sorted keys, fixed indent)."""
-    document = results_document(results)
+    document = results_document(judgement)
     validate(validation_sample(document), "results")
     return json.dumps(document, indent=2, sort_keys=True) + "\n"

@@ -21,10 +21,9 @@ from pathlib import Path
 import pytest
 from tests.browser.conftest import CHROMIUM_FLAGS
 
-from gpuval.pipeline import Judging, judge_folder
+from gpuval.judgement.model import RunJudgement
+from gpuval.pipeline import Judging, judge
 from gpuval.report import write_report_files
-from gpuval.results import RunResults
-from gpuval.runfolder import read_run_folder
 
 pytestmark = pytest.mark.browser
 
@@ -37,7 +36,7 @@ MAX_BYTES = 10 * 1024 * 1024
 @dataclass
 class Big:
     run: Path
-    results: RunResults
+    results: RunJudgement
     seconds: float  # writing report.html, summary.json and junit.xml
 
     @property
@@ -59,7 +58,7 @@ def big(tmp_path_factory: pytest.TempPathFactory) -> Big:
     (run / "run.json").write_text(json.dumps({
         "run_id": "thousand-nodes", "hosts": hosts, "expected": dict.fromkeys(hosts, expected),
     }))  # fmt: skip
-    results = judge_folder(read_run_folder(run), Judging(), "2026-11-22T00:00:00+00:00").results
+    results = judge(run, Judging(), "2026-11-22T00:00:00+00:00")
     started = time.monotonic()
     write_report_files(results, run)
     return Big(run, results, time.monotonic() - started)

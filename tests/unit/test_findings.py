@@ -8,10 +8,9 @@ import re
 from pathlib import Path
 
 from gpuval.checks.model import Check
-from gpuval.pipeline import Judging, judge_folder
+from gpuval.pipeline import Judging, judge
 from gpuval.report.findings import group_findings, overview, share
 from gpuval.report.html import render_report
-from gpuval.runfolder import read_run_folder
 
 HOSTS = ["node1", "node2", "node3"]
 GPU_STEPS = ["nvidia-smi", "nvidia-smi-topo", "p2pBandwidthLatencyTest", "nccl-all_reduce",
@@ -38,7 +37,7 @@ def gpu_less_run(tmp_path: Path) -> Path:
 
 
 def test_the_steps_skipped_for_the_same_reason_are_one_finding(tmp_path: Path) -> None:
-    results = judge_folder(read_run_folder(gpu_less_run(tmp_path)), Judging(), "now").results
+    results = judge(gpu_less_run(tmp_path), Judging(), "now")
     skipped = [c for c in results.checks if c.check_id.startswith("step.")]
     assert len(skipped) == 21 and {c.status for c in skipped} == {"warn"}
     findings = [f for f in group_findings(results.checks) if f.family == "step.<...>"]
@@ -97,7 +96,7 @@ def test_the_overview_colours_each_host_and_subject_by_its_worst_status() -> Non
 
 
 def test_the_page_filters_and_draws_the_overview_from_its_own_data(tmp_path: Path) -> None:
-    results = judge_folder(read_run_folder(gpu_less_run(tmp_path)), Judging(), "now").results
+    results = judge(gpu_less_run(tmp_path), Judging(), "now")
     page = render_report(results)
     data = re.search(r'<script type="application/json" id="gpuval-overview">(.*?)</script>', page)
     assert data

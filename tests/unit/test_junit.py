@@ -23,13 +23,13 @@ from tests.report_fixtures import (
     write_run,
 )
 
+from gpuval.judgement.model import RunJudgement
 from gpuval.report import write_report_files
 from gpuval.report.junit import junit_xml
-from gpuval.results import RunResults
 
 
 @pytest.fixture(scope="module")
-def judged(tmp_path_factory: pytest.TempPathFactory) -> RunResults:
+def judged(tmp_path_factory: pytest.TempPathFactory) -> RunJudgement:
     return judge(write_run(tmp_path_factory.mktemp("run")))
 
 
@@ -37,7 +37,7 @@ def cases(root: ET.Element) -> dict[tuple[str | None, str | None], ET.Element]:
     return {(c.get("classname"), c.get("name")): c for c in root.iter("testcase")}
 
 
-def test_one_suite_per_host_and_cluster_with_counts(judged: RunResults, tmp_path: Path) -> None:
+def test_one_suite_per_host_and_cluster_with_counts(judged: RunJudgement, tmp_path: Path) -> None:
     write_report_files(judged, tmp_path)
     root = ET.parse(tmp_path / "junit.xml").getroot()
     assert root.tag == "testsuites"
@@ -58,7 +58,7 @@ def test_one_suite_per_host_and_cluster_with_counts(judged: RunResults, tmp_path
         assert (properties["run_id"], properties["verdict"]) == (RUN_ID, "fail")
 
 
-def test_cases_carry_host_check_and_reason(judged: RunResults) -> None:
+def test_cases_carry_host_check_and_reason(judged: RunJudgement) -> None:
     found = cases(ET.fromstring(junit_xml(judged)))
     assert len(found) == len(judged.checks)
     check = next(c for c in judged.checks if (c.host, c.check_id) == (
@@ -74,7 +74,7 @@ def test_cases_carry_host_check_and_reason(judged: RunResults) -> None:
     assert list(passed) == []
 
 
-def test_unjudged_checks_are_skipped_with_their_reason(judged: RunResults) -> None:
+def test_unjudged_checks_are_skipped_with_their_reason(judged: RunJudgement) -> None:
     found = cases(ET.fromstring(junit_xml(judged)))
     skipped = {key for key, case in found.items() if case.find("skipped") is not None}
     assert skipped == {("cluster", "pairs.iperf3.line-rate")}

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from gpuval.checks.model import Check
+from gpuval.checks.model import CLUSTER, Check
 from gpuval.checks.pairs import analyse_pairs, read_tries
+from gpuval.checks.thresholds import DEFAULTS
+from gpuval.judgement.figures import host_metrics, pair_figures
+from gpuval.judgement.model import RunJudgement
 from gpuval.parsers import perftest
 from gpuval.report.html import build_context
 from gpuval.report.summary import build_summary
-from gpuval.results import RunResults, results_document
+from gpuval.results import results_document
 from gpuval.runfolder import RawFile, Sidecar
 from gpuval.schedule import circle_rounds
 from gpuval.schema import validate
@@ -129,10 +132,15 @@ def test_each_rail_and_memory_has_its_own_rows_figures_and_report_section() -> N
 
     analysis = analyse_pairs(cluster(rate))
     worst_status = "fail" if any(c.status == "fail" for c in analysis.checks) else "pass"
-    results = RunResults(
+    tables = analysis.to_dict()
+    results = RunJudgement(
         run_id="rails", generated_at="2026-11-23T00:00:00+00:00", gpuval_version="test",
-        verdict=worst_status, hosts=[], files=[], checks=analysis.checks, expectations=[],
-        pairs=analysis.to_dict(),
+        verdict=worst_status, meta={}, hosts=[],
+        host_names=sorted({c.host for c in analysis.checks} - {CLUSTER}), files=[],
+        checks=analysis.checks, expectations=[], diagnostics=[], pairs=analysis,
+        pair_tables=tables, thresholds=DEFAULTS, profile=None, baseline=None,
+        host_metrics=host_metrics([], []), figures=pair_figures(tables["pairs"]), outliers=[],
+        busbw_series=[], p2p_runs=[], topo_runs=[], measurements=[],
     )  # fmt: skip
     validate(results_document(results), "results")
     summary = build_summary(results)

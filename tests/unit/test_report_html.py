@@ -35,10 +35,10 @@ from tests.report_fixtures import (
 from tests.run_folders import write_step
 
 from gpuval.checks.model import STATUS_ORDER
+from gpuval.judgement.model import RunJudgement
 from gpuval.pages import json_for_script
 from gpuval.report import write_report_files
 from gpuval.report.html import render_report
-from gpuval.results import RunResults
 
 DEVICE = Path(__file__).parents[1] / "data" / "device" / "h100-x1-2026-11-22"
 SAMPLE_A100 = Path(__file__).parents[1] / "data" / "sample-run" / "raw" / "dgx-8xa100"
@@ -113,12 +113,12 @@ def checks_table(html: str) -> list[tuple[str, str, str, list[str]]]:
 
 
 @pytest.fixture(scope="module")
-def judged(tmp_path_factory: pytest.TempPathFactory) -> RunResults:
+def judged(tmp_path_factory: pytest.TempPathFactory) -> RunJudgement:
     return judge(write_run(tmp_path_factory.mktemp("run")))
 
 
 @pytest.fixture(scope="module")
-def page(judged: RunResults) -> str:
+def page(judged: RunJudgement) -> str:
     return render_report(judged)
 
 
@@ -160,7 +160,7 @@ def test_busbw_chart_draws_each_host_against_the_per_direction_peak(page: str) -
 
 
 def test_verdict_banner_says_fail_names_the_failing_hosts_and_counts_every_status(
-    judged: RunResults, page: str
+    judged: RunJudgement, page: str
 ) -> None:
     banner = re.search(r'<div class="banner banner-(\w+)" id="verdict">(.*?)</div>', page, re.S)
     assert banner and banner[1] == "fail"
@@ -312,7 +312,7 @@ def test_hundred_hosts_stay_readable(tmp_path: Path) -> None:
     assert "min of 100 hosts" in page
 
 
-def test_write_report_files_writes_all_three(judged: RunResults, tmp_path: Path) -> None:
+def test_write_report_files_writes_all_three(judged: RunJudgement, tmp_path: Path) -> None:
     write_report_files(judged, tmp_path / "out")
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
         "junit.xml", "report.html", "summary.json"
@@ -337,7 +337,7 @@ def test_hosts_judged_against_different_peaks_get_a_chart_each(tmp_path: Path) -
     assert drawn == [(["dgx-8xa100"], [300.0]), (["node1", "node2"], [450.0])]
 
 
-def test_provenance_shows_what_a_cloud_run_cost(judged: RunResults) -> None:
+def test_provenance_shows_what_a_cloud_run_cost(judged: RunJudgement) -> None:
     """Teardown writes run.json's `cloud` section (gpuval.cloud.provision.record_cost); the
     report rendered after it says what the run cost, next to the plan."""
     cloud = {

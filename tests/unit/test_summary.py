@@ -29,9 +29,9 @@ from tests.report_fixtures import (
 from tests.run_folders import write_step
 
 from gpuval.checks.model import STATUS_ORDER
+from gpuval.judgement.model import RunJudgement
 from gpuval.report import write_report_files
 from gpuval.report.summary import build_summary
-from gpuval.results import RunResults
 from gpuval.schema import SchemaError, validate
 
 BUSBW = "busbw_gbps all_reduce"
@@ -39,17 +39,17 @@ P2P_MIN = "p2p_min_unidirectional_gbps"
 
 
 @pytest.fixture(scope="module")
-def judged(tmp_path_factory: pytest.TempPathFactory) -> RunResults:
+def judged(tmp_path_factory: pytest.TempPathFactory) -> RunJudgement:
     return judge(write_run(tmp_path_factory.mktemp("run")))
 
 
 @pytest.fixture(scope="module")
-def summary(judged: RunResults) -> dict[str, object]:
+def summary(judged: RunJudgement) -> dict[str, object]:
     return build_summary(judged)
 
 
 def test_summary_json_matches_its_schema_and_counts_every_status(
-    judged: RunResults, tmp_path: Path
+    judged: RunJudgement, tmp_path: Path
 ) -> None:
     write_report_files(judged, tmp_path)
     document = json.loads((tmp_path / "summary.json").read_text(encoding="utf-8"))

@@ -34,13 +34,13 @@ from gpuval.evidence import RunEvidence
 
 
 @dataclass
-class Judgement:
+class CheckOutcome:
     checks: list[Check]
     expectations: list[Expectation]
     pairs: PairAnalysis
 
 
-def judge_run(evidence: RunEvidence, thresholds: Thresholds) -> Judgement:
+def judge_run(evidence: RunEvidence, thresholds: Thresholds) -> CheckOutcome:
     """All checks of a run, in a deterministic order, and the peaks they used."""
     judge = Judge(evidence, thresholds)
     folder_checks(judge)
@@ -63,4 +63,4 @@ def judge_run(evidence: RunEvidence, thresholds: Thresholds) -> Judgement:
     version_checks(judge)
     outlier_checks(judge)
     evidence_check(judge)
-    return Judgement(judge.checks, list(judge.expectations.values()), pairs)
+    return CheckOutcome(judge.checks, list(judge.expectations.values()), pairs)

@@ -4,9 +4,11 @@ mpirun needs the same MPI everywhere), and no host well below the others on the 
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
 
 from gpuval.checks.context import Judge
 from gpuval.checks.model import CLUSTER, Category, Check
+from gpuval.checks.thresholds import Thresholds
 from gpuval.checks.wording import percent
 
 
@@ -57,6 +59,19 @@ def version_checks(judge: Judge) -> None:
                             f"{label} versions", values)  # fmt: skip
 
 
+def below_median(
+    values: Sequence[float], hosts: int, thresholds: Thresholds
+) -> tuple[float, list[int]] | None:
+    """The one outlier rule, for checks and host metrics alike: the median of `values` and the
+    positions of those below host_outlier_fraction of it; None when the values come from fewer
+    than host_outlier_min_hosts hosts."""
+    if hosts < thresholds.host_outlier_min_hosts:
+        return None
+    median = statistics.median(values)
+    cutoff = thresholds.host_outlier_fraction * median
+    return median, [i for i, value in enumerate(values) if median and value < cutoff]
+
+
 def outlier_checks(judge: Judge) -> None:
     """A host whose bandwidth lies well below the median of the same check on other hosts.
     Check ids keep single-node and across-node runs apart, so they never mix here."""
@@ -69,18 +84,17 @@ def outlier_checks(judge: Judge) -> None:
             and check.check_id.endswith((".busbw", ".unidirectional"))
         ):
             groups.setdefault(check.check_id, []).append(check)
-    t = judge.thresholds
     for check_id, checks in sorted(groups.items()):
-        if len({c.host for c in checks}) < t.host_outlier_min_hosts:
+        values = [float(c.measured or 0) for c in checks]
+        judged = below_median(values, len({c.host for c in checks}), judge.thresholds)
+        if judged is None:
             continue
-        median = statistics.median(float(c.measured or 0) for c in checks)
-        for check in checks:
-            value = float(check.measured or 0)
-            if median and value < t.host_outlier_fraction * median:
-                judge.add(Check(
-                    check_id=f"{check_id}.outlier", host=check.host, category="bandwidth",
-                    status="warn", measured=value, reference=round(median, 2), unit="GB/s",
-                    source=check.source, reason=f"{value:.1f} GB/s is "
-                    f"{percent(value / median)} of the median {median:.1f} GB/s of "
-                    f"{len(checks)} hosts",
-                ))  # fmt: skip
+        median, low = judged
+        for check, value in ((checks[i], values[i]) for i in low):
+            judge.add(Check(
+                check_id=f"{check_id}.outlier", host=check.host, category="bandwidth",
+                status="warn", measured=value, reference=round(median, 2), unit="GB/s",
+                source=check.source, reason=f"{value:.1f} GB/s is "
+                f"{percent(value / median)} of the median {median:.1f} GB/s of "
+                f"{len(checks)} hosts",
+            ))  # fmt: skip

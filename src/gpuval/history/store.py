@@ -2,7 +2,7 @@
 
 Tables: `runs` (one row per run: verdict, time, profile, baseline, counts), `hosts` (each host's
 status and what it is), `checks` (every check, as results.json has it) and `measurements` (the
-key figures, gpuval.report.figures). `gpuval report` writes a run's rows (replacing any older
+key figures, gpuval.judgement.figures). `gpuval report` writes a run's rows (replacing any older
 ones of the same run id); `gpuval history --rebuild` makes the database afresh from the run
 folders' results.json and summary.json, so the history survives a deleted database.
 
@@ -23,11 +23,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpuval.archive import Archive
+from gpuval.checks.model import STATUS_ORDER
 from gpuval.figures import KeyFigure, figures_from_summary
 from gpuval.outputs import OutputError, existing_mode
 
 if TYPE_CHECKING:
-    from gpuval.results import RunResults
+    from gpuval.judgement.model import RunJudgement
 
 SCHEMA_VERSION = 1
 TABLES = """
@@ -61,15 +62,12 @@ class HistoryError(Exception):
     """A database that cannot be opened or written; the message says what to do."""
 
 
-STATUS_RANK = {"error": 0, "fail": 1, "unjudged": 2, "warn": 3, "pass": 4}
-
-
 def host_statuses(checks: list[dict[str, Any]]) -> dict[str, str]:
     """The worst status of each host's checks (a host without checks is an error)."""
     found: dict[str, str] = {}
     for check in checks:
         host, status = check["host"], check["status"]
-        if host not in found or STATUS_RANK[status] < STATUS_RANK[found[host]]:
+        if host not in found or STATUS_ORDER.index(status) < STATUS_ORDER.index(found[host]):
             found[host] = status
     return found
 
@@ -111,18 +109,18 @@ class RunEntry:
         )
 
     @classmethod
-    def from_results(cls, results: RunResults, figures: list[KeyFigure], run_dir: Path) -> RunEntry:
+    def from_judgement(cls, judgement: RunJudgement, run_dir: Path) -> RunEntry:
         document = {
-            "run_id": results.run_id,
-            "generated_at": results.generated_at,
-            "verdict": results.verdict,
-            "meta": results.meta,
-            "profile": results.profile,
-            "baseline": results.baseline,
-            "hosts": [dataclasses.asdict(h) for h in results.hosts],
-            "checks": [dataclasses.asdict(c) for c in results.checks],
+            "run_id": judgement.run_id,
+            "generated_at": judgement.generated_at,
+            "verdict": judgement.verdict,
+            "meta": judgement.meta,
+            "profile": judgement.profile_name,
+            "baseline": judgement.baseline_name,
+            "hosts": [dataclasses.asdict(h) for h in judgement.hosts],
+            "checks": [dataclasses.asdict(c) for c in judgement.checks],
         }
-        return cls.from_documents(document, figures, run_dir)
+        return cls.from_documents(document, judgement.figures, run_dir)
 
     @classmethod
     def from_folder(cls, run_dir: Path) -> RunEntry:

@@ -1,35 +1,22 @@
-"""Measurements the report draws, pulled out of the parsed runs, and their Plotly figure specs.
+"""The Plotly figure specs of the report: what the judge measured (gpuval.judgement: busbw
+series, P2P and pair matrices), drawn.
 
 Figures are plain JSON-able dicts (`{"data": [...], "layout": {...}}`) rendered in the page by
-`Plotly.newPlot`; nothing here needs the plotly Python API. Runs are read as plain dicts (the
-run schemas' field names), named and classified the way the checks name them.
+`Plotly.newPlot`; nothing here needs the plotly Python API, and nothing here judges.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-import weakref
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from collections.abc import Iterable
+from typing import Any
 
-from gpuval.checks.model import CLUSTER, Expectation
-from gpuval.checks.nccl import Sample, judged_sample
-from gpuval.checks.references import collective_name, is_multinode, run_hosts
-from gpuval.checks.thresholds import Thresholds
+from gpuval.checks.model import Expectation
+from gpuval.judgement.model import BusbwSeries, Outlier, busbw_metric, off_diagonal
 from gpuval.pages import plotly_text
-from gpuval.records.nccl import NcclRun
-from gpuval.report.tables import ToolRun, tool_runs
-from gpuval.results import RunResults
 
 Figure = dict[str, Any]
-T = TypeVar("T")
-
-NCCL_TOOLS = ("nccl-tests", "rccl-tests")
-BENCH_TOOL = "all_reduce_bench"  # ml-engineering's torch.distributed benchmark
-P2P_TOOL = "p2pBandwidthLatencyTest"
-TOPO_TOOL = "nvidia-smi-topo"
 
 # "Expect 80-90 % of the per-direction spec at best in practice" (shared/notes/references.md,
 # from the ml-engineering networking chapter): the top of the shaded band; its bottom is where a
@@ -45,188 +32,10 @@ P2P_MATRICES = (
     ("bandwidth_bidirectional_p2p_enabled", "Bidirectional bandwidth, P2P enabled", "GB/s"),
     ("latency_gpu_p2p_enabled", "GPU latency, P2P enabled", "us"),
 )
-UNIDIRECTIONAL_P2P = P2P_MATRICES[0][0]
 
 BANDWIDTH_COLOURS = [[0, "#f7fbff"], [0.5, "#6baed6"], [1, "#08306b"]]
 LATENCY_COLOURS = [[0, "#fff5eb"], [1, "#e6550d"]]
 FONT = {"family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", "size": 12}
-
-
-@dataclass(frozen=True)
-class BusbwSeries:
-    """busbw against message size from one run on one host: out-of-place for nccl-tests."""
-
-    tool: str
-    host: str
-    multinode: bool
-    collective: str
-    source: str
-    sizes: tuple[int, ...]
-    busbw_gbps: tuple[float, ...]
-
-    @property
-    def key(self) -> str:
-        """'all_reduce' (nccl-tests), 'all_reduce_bench all_reduce', each prefixed with
-        'internode' for multi-node runs."""
-        key = self.collective if self.tool in NCCL_TOOLS else f"{self.tool} {self.collective}"
-        return f"internode {key}" if self.multinode else key
-
-    def large_message_busbw(self, min_bytes: int) -> float | None:
-        """The busbw the check judges: the floor of the large-message plateau (or the largest
-        size swept)."""
-        samples = [
-            Sample(size, bw, None) for size, bw in zip(self.sizes, self.busbw_gbps, strict=True)
-        ]
-        judged = judged_sample(samples, min_bytes)
-        return judged.sample.busbw_gbps if judged else None
-
-
-@dataclass(frozen=True)
-class P2PRun:
-    host: str
-    source: str
-    matrices: dict[str, list[list[float | None]]]
-
-    def min_unidirectional(self) -> float | None:
-        matrix = self.matrices.get(UNIDIRECTIONAL_P2P)
-        return min(off_diagonal(matrix), default=None) if matrix else None
-
-
-@dataclass(frozen=True)
-class TopoRun:
-    host: str
-    source: str
-    devices: list[str]
-    links: list[list[str | None]]
-    cpu_affinity: dict[str, str | None] = field(default_factory=dict)  # device -> as printed
-    numa_affinity: dict[str, str | None] = field(default_factory=dict)
-    nic_legend: dict[str, str] = field(default_factory=dict)
-
-    def signature(self) -> tuple[Any, ...]:
-        """Equal for hosts wired the same way, so the report shows one matrix per wiring."""
-        return (
-            tuple(self.devices),
-            tuple(tuple(row) for row in self.links),
-            tuple(sorted(self.cpu_affinity.items())),
-            tuple(sorted(self.numa_affinity.items())),
-            tuple(sorted(self.nic_legend.items())),
-        )
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
-
-
-def _what_ran(run: ToolRun) -> tuple[bool, str]:
-    """(across nodes?, collective) as the judge reads them from the run's record."""
-    if isinstance(run.record, NcclRun):
-        return is_multinode(run.file, run_hosts(run.record)), collective_name(run.record, run.file)
-    return False, str(run.data.get("collective") or "all_reduce")
-
-
-def per_run(read: Callable[[RunResults], list[T]]) -> Callable[[RunResults], list[T]]:
-    """Read a run's files once however many views ask (a thousand hosts' files take seconds to
-    turn into series): kept while that RunResults object lives."""
-    kept: dict[int, tuple[weakref.ref[RunResults], list[T]]] = {}
-
-    def cached(results: RunResults) -> list[T]:
-        key = id(results)
-        entry = kept.get(key)
-        if entry is None or entry[0]() is not results:
-            entry = (weakref.ref(results, lambda _: kept.pop(key, None)), read(results))
-            kept[key] = entry
-        return entry[1]
-
-    return cached
-
-
-@per_run
-def busbw_series(results: RunResults) -> list[BusbwSeries]:
-    found = []
-    for run in tool_runs(results.files, frozenset([*NCCL_TOOLS, BENCH_TOOL])):
-        points = []
-        for row in run.data.get("rows") or []:
-            size = row.get("size_bytes")
-            measured = row if run.tool == BENCH_TOOL else row.get("out_of_place") or {}
-            busbw = _number(measured.get("busbw_gbps"))
-            # size 0 has no place on a log axis
-            if isinstance(size, int) and size > 0 and busbw is not None:
-                points.append((size, busbw))
-        points.sort()
-        multinode, collective = _what_ran(run)
-        found.append(
-            BusbwSeries(
-                tool=run.tool,
-                host=run.host,
-                multinode=multinode,
-                collective=collective,
-                source=run.file.path,
-                sizes=tuple(p[0] for p in points),
-                busbw_gbps=tuple(p[1] for p in points),
-            )
-        )
-    return found
-
-
-def _matrix(value: Any) -> list[list[float | None]] | None:
-    if not isinstance(value, list) or not all(isinstance(row, list) for row in value):
-        return None
-    return [[_number(cell) for cell in row] for row in value]
-
-
-@per_run
-def p2p_runs(results: RunResults) -> list[P2PRun]:
-    found = []
-    for run in tool_runs(results.files, frozenset([P2P_TOOL])):
-        raw_matrices = run.data.get("matrices") or {}
-        matrices = {name: m for name, value in raw_matrices.items() if (m := _matrix(value))}
-        found.append(P2PRun(host=run.host, source=run.file.path, matrices=matrices))
-    return found
-
-
-def _strings(value: Any) -> list[str | None]:
-    return [None if item is None else str(item) for item in value or []]
-
-
-def _per_device(value: Any) -> dict[str, str | None]:
-    if not isinstance(value, dict):
-        return {}
-    return {str(k): None if v is None else str(v) for k, v in value.items()}
-
-
-def topo_runs(results: RunResults) -> list[TopoRun]:
-    """`nvidia-smi topo -m` link matrices (not the `topo -p2p` capability ones)."""
-    found = []
-    for run in tool_runs(results.files, frozenset([TOPO_TOOL])):
-        data = run.data
-        if data.get("matrix", "topology") != "topology":
-            continue
-        legend = data.get("nic_legend") or {}
-        found.append(
-            TopoRun(
-                host=run.host,
-                source=run.file.path,
-                devices=[str(d) for d in data.get("devices") or []],
-                links=[_strings(row) for row in data.get("links") or []],
-                cpu_affinity=_per_device(data.get("cpu_affinity")),
-                numa_affinity=_per_device(data.get("numa_affinity")),
-                nic_legend={str(k): str(v) for k, v in legend.items()}
-                if isinstance(legend, dict)
-                else {},
-            )
-        )
-    return found
-
-
-def off_diagonal(matrix: list[list[float | None]]) -> list[float]:
-    return [
-        cell
-        for i, row in enumerate(matrix)
-        for j, cell in enumerate(row)
-        if i != j and cell is not None
-    ]
 
 
 def format_bytes(size: float) -> str:
@@ -286,18 +95,16 @@ def _line(
     }
 
 
-def _aggregate_traces(series: list[BusbwSeries], thresholds: Thresholds) -> list[dict[str, Any]]:
-    """Median with a min-max band over all hosts, plus the lowest hosts when they are outliers."""
+def _aggregate_traces(series: list[BusbwSeries], found: list[Outlier]) -> list[dict[str, Any]]:
+    """Median with a min-max band over all hosts, plus the lowest runs of the outlying hosts
+    (the judge's outliers)."""
     by_size: dict[int, list[float]] = {}
     for one in series:
         for size, bw in zip(one.sizes, one.busbw_gbps, strict=True):
             by_size.setdefault(size, []).append(bw)
     sizes = sorted(by_size)
-    min_bytes = thresholds.large_message_min_bytes
-    large = {id(s): s.large_message_busbw(min_bytes) or 0.0 for s in series}
-    typical = statistics.median(large.values())
-    cutoff = thresholds.host_outlier_fraction * typical
-    low = [s for s in worst_series(series, min_bytes) if large[id(s)] < cutoff]
+    outlying = {(o.host, o.metric) for o in found}
+    low = [s for s in worst_series(series) if (s.host, busbw_metric(s.key)) in outlying]
     band = {"mode": "lines", "line": {"width": 0}, "hoverinfo": "skip", "showlegend": False}
     traces: list[dict[str, Any]] = [
         {"type": "scatter", "x": sizes, "y": [min(by_size[s]) for s in sizes], **band},
@@ -325,18 +132,23 @@ def _aggregate_traces(series: list[BusbwSeries], thresholds: Thresholds) -> list
     return traces
 
 
-def worst_series(series: list[BusbwSeries], min_bytes: int) -> list[BusbwSeries]:
+def worst_series(series: list[BusbwSeries]) -> list[BusbwSeries]:
     """Lowest large-message busbw first; runs without data first of all."""
-    return sorted(series, key=lambda s: (s.large_message_busbw(min_bytes) or -1.0, s.host))
+    return sorted(series, key=lambda s: (s.large_message_gbps or -1.0, s.host))
 
 
 def busbw_figure(
-    title: str, series: list[BusbwSeries], peak: Expectation | None, thresholds: Thresholds
+    title: str,
+    series: list[BusbwSeries],
+    peak: Expectation | None,
+    pass_fraction: float,
+    found: list[Outlier],
 ) -> Figure:
-    """busbw against size, one line per run (or median and band when many), against `peak`."""
+    """busbw against size, one line per run (or median and band when many), against `peak`;
+    the band starts at `pass_fraction` of it; `found`: the run's outliers."""
     labels_taken = {s.host for s in series}
     if len(series) > MAX_LINES_PER_CHART:
-        traces = _aggregate_traces(series, thresholds)
+        traces = _aggregate_traces(series, found)
     else:
         # A host with several runs of one collective gets its file name in the legend.
         several = len(labels_taken) < len(series)
@@ -347,7 +159,7 @@ def busbw_figure(
     shapes: list[dict[str, Any]] = []
     notes: list[dict[str, Any]] = []
     if peak is not None:
-        shapes, label = _peak_marks(peak, thresholds.busbw_pass_fraction)
+        shapes, label = _peak_marks(peak, pass_fraction)
         notes.append(label)
     top = max(
         [bw for s in series for bw in s.busbw_gbps] + [peak.per_direction_gbps if peak else 1.0]
@@ -409,17 +221,6 @@ def heatmap_figure(title: str, matrix: list[list[float | None]], unit: str) -> F
             "xaxis": {"side": "bottom"},
         },
     }
-
-
-def series_peak(expectations: list[Expectation], series: BusbwSeries) -> Expectation | None:
-    """The per-direction peak a run was judged against: its host's expectation for the same
-    collective, inside or across nodes."""
-    scope = "internode" if series.multinode else "intranode"
-    subject = f"{scope} {series.collective}"
-    return next(
-        (e for e in expectations if e.host in (series.host, CLUSTER) and e.subject == subject),
-        None,
-    )
 
 
 # Pair matrices: cells shrink with the host count so 100+ hosts fit a page; values are written

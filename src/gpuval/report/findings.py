@@ -14,8 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from gpuval.checks.model import CLUSTER, STATUS_ORDER, Check, Status
-from gpuval.report.summary import STATUS_RANK
+from gpuval.checks.model import CLUSTER, STATUS_ORDER, Check, Status, rank
 from gpuval.schedule import natural_key
 
 NUMBER = re.compile(r"\d+(?:\.\d+)?")
@@ -107,7 +106,7 @@ def group_findings(checks: list[Check]) -> list[Finding]:
     ]
     return sorted(
         findings,
-        key=lambda f: (STATUS_RANK[f.status], -len(f.hosts), natural_key(f.family)),
+        key=lambda f: (rank(f.status), -len(f.hosts), natural_key(f.family)),
     )
 
 
@@ -128,7 +127,7 @@ def overview(checks: list[Check], hosts: list[str]) -> Overview:
     worst: dict[tuple[str, str], Status] = {}
     for check in checks:
         key = (check.host, check.category)
-        if key not in worst or STATUS_RANK[check.status] < STATUS_RANK[worst[key]]:
+        if key not in worst or rank(check.status) < rank(worst[key]):
             worst[key] = check.status
     rows = ([CLUSTER] if any(c.host == CLUSTER for c in checks) else []) + hosts
     cells = [

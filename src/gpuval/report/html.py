@@ -11,33 +11,32 @@ from typing import Any
 
 import jinja2
 
-from gpuval.checks.health import suggested_action
-from gpuval.checks.model import STATUS_ORDER, Check, Expectation
-from gpuval.checks.pairs import KINDS, PairKind, reference_name, row_kind
-from gpuval.checks.thresholds import DEFAULTS, Thresholds
-from gpuval.evidence import HostFacts
+from gpuval.checks.model import STATUS_ORDER, Check, Expectation, rank
+from gpuval.judgement.model import (
+    BUSBW_PREFIX,
+    P2P_METRIC,
+    BusbwSeries,
+    HostFacts,
+    Outlier,
+    RunJudgement,
+    TopoRun,
+)
+from gpuval.judgement.vocabulary import KINDS, PairKind, reference_name, row_kind, suggested_action
 from gpuval.pages import environment as page_environment
 from gpuval.pages import format_value
 from gpuval.report import charts
 from gpuval.report.findings import Finding, group_findings, overview, share
 from gpuval.report.summary import (
-    BUSBW_PREFIX,
-    P2P_METRIC,
-    STATUS_RANK,
     HostRow,
-    Outlier,
     PairNode,
     host_rows,
     node_health,
-    outliers,
     pair_links,
     pair_nodes,
     run_diagnostics,
     sort_checks,
     status_counts,
 )
-from gpuval.results import RunResults
-from gpuval.runfolder import Sidecar
 from gpuval.schedule import natural_key
 
 # With more hosts than this, per-host charts are drawn only for the worst ones.
@@ -162,7 +161,7 @@ def detail_hosts(rows: list[HostRow], found: list[Outlier]) -> list[str]:
     if len(rows) <= MAX_DETAIL_HOSTS:
         return [r.name for r in rows]
     outlying = Counter(o.host for o in found)
-    ordered = sorted(rows, key=lambda r: (STATUS_RANK[r.status], -outlying[r.name], r.name))
+    ordered = sorted(rows, key=lambda r: (rank(r.status), -outlying[r.name], r.name))
     return [r.name for r in ordered[:MAX_DETAIL_HOSTS]]
 
 
@@ -170,7 +169,7 @@ def split_host_rows(
     rows: list[HostRow], found: list[Outlier]
 ) -> tuple[list[HostRow], list[HostRow]]:
     """Worst first; with many hosts, the passing ones without an outlier fold away."""
-    ordered = sorted(rows, key=lambda r: STATUS_RANK[r.status])
+    ordered = sorted(rows, key=lambda r: rank(r.status))
     if len(rows) <= MAX_OPEN_HOST_ROWS:
         return ordered, []
     outlying = {o.host for o in found}
@@ -178,7 +177,7 @@ def split_host_rows(
     return needs_a_look, [r for r in ordered if r not in needs_a_look]
 
 
-def _outcome(sidecar: Sidecar) -> str:
+def _outcome(sidecar: Any) -> str:
     if sidecar.skipped:
         return f"skipped: {sidecar.skipped}"
     if sidecar.timed_out:
@@ -188,12 +187,12 @@ def _outcome(sidecar: Sidecar) -> str:
     return f"exit {sidecar.exit_code}"
 
 
-def step_groups(results: RunResults) -> list[StepGroup]:
-    grouped: dict[tuple[Any, ...], list[Sidecar]] = {}
-    for raw in results.files:
-        if raw.sidecar is None:
+def step_groups(judgement: RunJudgement) -> list[StepGroup]:
+    grouped: dict[tuple[Any, ...], list[Any]] = {}
+    for file in judgement.files:
+        if file.step is None:
             continue
-        s = raw.sidecar
+        s = file.step
         key = (s.phase, s.name, s.command, tuple(sorted(s.env.items())))
         grouped.setdefault(key, []).append(s)
     steps = [
@@ -234,20 +233,18 @@ def metric_stats(rows: list[HostRow], metric: str) -> dict[str, float] | None:
     return {"min": min(present), "median": statistics.median(present), "max": max(present)}
 
 
-def _busbw_section(
-    results: RunResults, chart_set: ChartSet, thresholds: Thresholds
-) -> list[dict[str, Any]]:
-    by_key: dict[str, list[charts.BusbwSeries]] = {}
-    for one in charts.busbw_series(results):
+def _busbw_section(judgement: RunJudgement, chart_set: ChartSet) -> list[dict[str, Any]]:
+    by_key: dict[str, list[BusbwSeries]] = {}
+    for one in judgement.busbw_series:
         by_key.setdefault(one.key, []).append(one)
     sections = []
     for key, series in by_key.items():
         # Hosts judged against different peaks (mixed hardware) get a chart each.
-        by_peak: dict[float | None, list[charts.BusbwSeries]] = {}
+        by_peak: dict[float | None, list[BusbwSeries]] = {}
         peaks: dict[float | None, Expectation | None] = {}
         for one in series:
             if one.sizes:
-                peak = charts.series_peak(results.expectations, one)
+                peak = one.peak
                 value = peak.per_direction_gbps if peak else None
                 by_peak.setdefault(value, []).append(one)
                 peaks[value] = peak
@@ -256,7 +253,13 @@ def _busbw_section(
             title = f"{key}: busbw vs message size"
             if len(by_peak) > 1:
                 title += f" ({value:g} GB/s hosts)" if value else " (hosts without a peak)"
-            figure = charts.busbw_figure(title, drawn, peaks[value], thresholds)
+            figure = charts.busbw_figure(
+                title,
+                drawn,
+                peaks[value],
+                judgement.thresholds.busbw_pass_fraction,
+                judgement.outliers,
+            )
             groups.append(
                 {
                     "chart": chart_set.add(figure),
@@ -272,10 +275,10 @@ def _busbw_section(
 
 
 def _p2p_section(
-    results: RunResults, chart_set: ChartSet, hosts: list[str]
+    judgement: RunJudgement, chart_set: ChartSet, hosts: list[str]
 ) -> list[dict[str, Any]]:
     sections = []
-    for run in charts.p2p_runs(results):
+    for run in judgement.p2p_runs:
         if run.host not in hosts:
             continue
         figures = [
@@ -294,9 +297,9 @@ def _p2p_section(
     return [section for _, section in sorted(sections, key=lambda pair: pair[0])]
 
 
-def _topology_groups(results: RunResults) -> list[dict[str, Any]]:
-    groups: dict[tuple[Any, ...], list[charts.TopoRun]] = {}
-    for run in charts.topo_runs(results):
+def _topology_groups(judgement: RunJudgement) -> list[dict[str, Any]]:
+    groups: dict[tuple[Any, ...], list[TopoRun]] = {}
+    for run in judgement.topo_runs:
         groups.setdefault(run.signature(), []).append(run)
     return [
         {
@@ -341,13 +344,13 @@ def _kind_order(kind: PairKind) -> tuple[int, int, bool]:
     return list(KINDS).index(kind.name), rail, gpu_memory
 
 
-def _pairs_section(results: RunResults, chart_set: ChartSet) -> list[dict[str, Any]]:
+def _pairs_section(judgement: RunJudgement, chart_set: ChartSet) -> list[dict[str, Any]]:
     """Per pair kind: node verdicts, the hosts x hosts matrix, links not passing, retries."""
-    nodes = pair_nodes(results)
-    not_passing = pair_links(results, ("error", "fail", "warn"))
+    nodes = pair_nodes(judgement)
+    not_passing = pair_links(judgement, ("error", "fail", "warn"))
     sections = []
     by_kind: dict[PairKind, list[dict[str, Any]]] = {}
-    for row in results.pairs.get("pairs", []):
+    for row in judgement.pair_tables.get("pairs", []):
         by_kind.setdefault(row_kind(row), []).append(row)
     for kind, rows in sorted(by_kind.items(), key=lambda item: _kind_order(item[0])):
         hosts = sorted({str(r[end]) for r in rows for end in ("a", "b")}, key=natural_key)
@@ -377,25 +380,26 @@ def _pairs_section(results: RunResults, chart_set: ChartSet) -> list[dict[str, A
     return sections
 
 
-def build_context(results: RunResults, thresholds: Thresholds = DEFAULTS) -> dict[str, Any]:
-    rows = host_rows(results, thresholds)
-    found = outliers(rows, thresholds)
+def build_context(judgement: RunJudgement) -> dict[str, Any]:
+    thresholds = judgement.thresholds
+    rows = host_rows(judgement)
+    found = judgement.outliers
     detailed = detail_hosts(rows, found)
     chart_set = ChartSet()
-    busbw = _busbw_section(results, chart_set, thresholds)
-    p2p = _p2p_section(results, chart_set, detailed)
-    checks: list[Check] = sort_checks(results.checks)
+    busbw = _busbw_section(judgement, chart_set)
+    p2p = _p2p_section(judgement, chart_set, detailed)
+    checks: list[Check] = sort_checks(judgement.checks)
     findings = group_findings(checks)
     shown, folded = split_host_rows(rows, found)
     metrics = list(rows[0].metrics) if rows else []
-    diagnostics = run_diagnostics(results)
-    health_subjects, health_rows = node_health(results)
+    diagnostics = run_diagnostics(judgement)
+    health_subjects, health_rows = node_health(judgement)
     # Many hosts: the healthy ones fold away under those with something to say.
     health_open = [r for r in health_rows if r.status != "pass"]
     if len(health_rows) <= MAX_OPEN_HOST_ROWS:
         health_open = health_rows
     return {
-        "results": results,
+        "judgement": judgement,
         "statuses": STATUS_ORDER,
         "counts": status_counts(checks),
         "failing_hosts": [r.name for r in rows if r.status in ("error", "fail")],
@@ -408,7 +412,7 @@ def build_context(results: RunResults, thresholds: Thresholds = DEFAULTS) -> dic
         "passed_count": sum(c.status == "pass" for c in checks),
         "rows_inline": ROWS_INLINE,
         "max_open_passes": MAX_OPEN_PASSES,
-        "overview": overview(results.checks, [r.name for r in rows]).document(),
+        "overview": overview(judgement.checks, [r.name for r in rows]).document(),
         "rows": rows,
         "rows_shown": shown,
         "rows_folded": folded,
@@ -422,16 +426,16 @@ def build_context(results: RunResults, thresholds: Thresholds = DEFAULTS) -> dic
         "band": (thresholds.busbw_pass_fraction, charts.PRACTICAL_CEILING),
         "large_message": charts.format_bytes(thresholds.large_message_min_bytes),
         "p2p": p2p,
-        "pairs": _pairs_section(results, chart_set),
+        "pairs": _pairs_section(judgement, chart_set),
         "health_subjects": health_subjects,
         "health_shown": health_open,
         "health_folded": [r for r in health_rows if r not in health_open],
         "pair_low_fraction": thresholds.pair_low_fraction,
-        "topology": _topology_groups(results),
+        "topology": _topology_groups(judgement),
         "topo_legend": TOPO_LEGEND,
-        "versions": version_summary(results.hosts),
+        "versions": version_summary(judgement.hosts),
         "fact_fields": FACT_FIELDS,
-        "steps": step_groups(results),
+        "steps": step_groups(judgement),
         "diagnostics": diagnostics[:MAX_DIAGNOSTICS],
         "diagnostics_left_out": max(0, len(diagnostics) - MAX_DIAGNOSTICS),
         "host_total": len(rows),
@@ -477,7 +481,7 @@ def _environment() -> jinja2.Environment:
     return env
 
 
-def render_report(results: RunResults, thresholds: Thresholds = DEFAULTS) -> str:
-    """The page; `thresholds` should be those the checks were judged with."""
-    context = build_context(results, thresholds)
+def render_report(judgement: RunJudgement) -> str:
+    """The page."""
+    context = build_context(judgement)
     return _environment().get_template("report.html.j2").render(context)

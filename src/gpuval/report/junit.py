@@ -11,11 +11,10 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from gpuval.checks.health import suggested_action
 from gpuval.checks.model import CLUSTER, Check
-from gpuval.checks.pairs import reference_name
-from gpuval.report.summary import checks_by_host, host_names, sort_checks, status_counts
-from gpuval.results import RunResults
+from gpuval.judgement.model import RunJudgement
+from gpuval.judgement.vocabulary import reference_name, suggested_action
+from gpuval.report.summary import checks_by_host, sort_checks, status_counts
 
 # XML 1.0 forbids most control characters (ANSI colour codes in logs would make the file
 # unreadable); ElementTree escapes markup but writes these through as they are.
@@ -66,25 +65,25 @@ def _set_counts(element: ET.Element, checks: list[Check]) -> None:
     element.set("skipped", str(counts["unjudged"]))
 
 
-def build_junit(results: RunResults) -> ET.ElementTree[ET.Element]:
-    root = ET.Element("testsuites", name=xml_text(f"gpuval {results.run_id}"))
-    _set_counts(root, results.checks)
-    checks = sort_checks(results.checks)
-    suites = host_names(results)
+def build_junit(judgement: RunJudgement) -> ET.ElementTree[ET.Element]:
+    root = ET.Element("testsuites", name=xml_text(f"gpuval {judgement.run_id}"))
+    _set_counts(root, judgement.checks)
+    checks = sort_checks(judgement.checks)
+    suites = list(judgement.host_names)
     per_host = checks_by_host(checks)
     if CLUSTER in per_host:
         suites.append(CLUSTER)
     for host in suites:
         host_checks = per_host.get(host, [])
         suite = ET.SubElement(
-            root, "testsuite", name=xml_text(host), timestamp=xml_text(results.generated_at)
+            root, "testsuite", name=xml_text(host), timestamp=xml_text(judgement.generated_at)
         )
         _set_counts(suite, host_checks)
         properties = ET.SubElement(suite, "properties")
         for name, value in (
-            ("run_id", results.run_id),
-            ("verdict", results.verdict),
-            ("gpuval_version", results.gpuval_version),
+            ("run_id", judgement.run_id),
+            ("verdict", judgement.verdict),
+            ("gpuval_version", judgement.gpuval_version),
         ):
             ET.SubElement(properties, "property", name=name, value=xml_text(value))
         for check in host_checks:
@@ -93,8 +92,8 @@ def build_junit(results: RunResults) -> ET.ElementTree[ET.Element]:
     return ET.ElementTree(root)
 
 
-def junit_xml(results: RunResults) -> bytes:
+def junit_xml(judgement: RunJudgement) -> bytes:
     document: bytes = ET.tostring(
-        build_junit(results).getroot(), encoding="utf-8", xml_declaration=True
+        build_junit(judgement).getroot(), encoding="utf-8", xml_declaration=True
     )
     return document

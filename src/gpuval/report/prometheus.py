@@ -13,17 +13,16 @@ from datetime import datetime
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
 from gpuval.checks.model import STATUS_ORDER, worst
-from gpuval.figures import KeyFigure
+from gpuval.judgement.model import RunJudgement
 from gpuval.report.summary import checks_by_host, status_counts
-from gpuval.results import RunResults
 
 PROMETHEUS_FILE = "gpuval.prom"
 
 
-def _timestamp(results: RunResults) -> float:
+def _timestamp(judgement: RunJudgement) -> float:
     """When the run started (run.json), else when it was judged; unix seconds."""
-    started = results.meta.get("started_at")
-    for text in (started if isinstance(started, str) else None, results.generated_at):
+    started = judgement.meta.get("started_at")
+    for text in (started if isinstance(started, str) else None, judgement.generated_at):
         if text:
             try:
                 return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
@@ -32,7 +31,7 @@ def _timestamp(results: RunResults) -> float:
     return 0.0
 
 
-def build_registry(results: RunResults, figures: list[KeyFigure]) -> CollectorRegistry:
+def build_registry(judgement: RunJudgement) -> CollectorRegistry:
     registry = CollectorRegistry()
     Gauge(
         "gpuval_run_info",
@@ -40,11 +39,14 @@ def build_registry(results: RunResults, figures: list[KeyFigure]) -> CollectorRe
         ["run_id", "profile", "baseline", "gpuval_version"],
         registry=registry,
     ).labels(
-        results.run_id, results.profile or "", results.baseline or "", results.gpuval_version
+        judgement.run_id,
+        judgement.profile_name or "",
+        judgement.baseline_name or "",
+        judgement.gpuval_version,
     ).set(1)
     Gauge(
         "gpuval_run_timestamp_seconds", "When the run started (unix time)", registry=registry
-    ).set(_timestamp(results))
+    ).set(_timestamp(judgement))
     verdict = Gauge(
         "gpuval_run_verdict",
         "1 for the run's verdict, 0 for the others",
@@ -52,7 +54,7 @@ def build_registry(results: RunResults, figures: list[KeyFigure]) -> CollectorRe
         registry=registry,
     )
     for status in STATUS_ORDER:
-        verdict.labels(status).set(int(status == results.verdict))
+        verdict.labels(status).set(int(status == judgement.verdict))
     host_status = Gauge(
         "gpuval_host_status",
         "1 for the host's worst check status, 0 for the others",
@@ -65,7 +67,7 @@ def build_registry(results: RunResults, figures: list[KeyFigure]) -> CollectorRe
         ["host", "status"],
         registry=registry,
     )
-    for host, checks in sorted(checks_by_host(results.checks).items()):
+    for host, checks in sorted(checks_by_host(judgement.checks).items()):
         counts = status_counts(checks)
         host_worst = worst([c.status for c in checks])
         for status in STATUS_ORDER:
@@ -92,7 +94,7 @@ def build_registry(results: RunResults, figures: list[KeyFigure]) -> CollectorRe
         ["host", "counter"],
         registry=registry,
     )
-    for figure in figures:
+    for figure in judgement.figures:
         family, _, rest = figure.name.partition(".")
         if family == "busbw":
             busbw.labels(figure.host, rest).set(figure.value)
@@ -105,7 +107,7 @@ def build_registry(results: RunResults, figures: list[KeyFigure]) -> CollectorRe
     return registry
 
 
-def prometheus_text(results: RunResults, figures: list[KeyFigure]) -> bytes:
+def prometheus_text(judgement: RunJudgement) -> bytes:
     """The content of gpuval.prom (written through gpuval.outputs, renamed into place, so the
     collector never reads half a file)."""
-    return generate_latest(build_registry(results, figures))
+    return generate_latest(build_registry(judgement))

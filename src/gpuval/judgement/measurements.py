@@ -1,0 +1,138 @@
+"""The rows of measurements.csv: every measured number as printed, one row per size and
+placement, matrix cell or pair try (no averaging, no dropping)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from gpuval.checks.pairs import Try
+from gpuval.judgement.model import MeasurementRow
+from gpuval.judgement.series import NCCL_TOOLS, ToolRun, tool_runs
+from gpuval.runfolder import RawFile
+
+P2P_TOOLS = frozenset({"p2pBandwidthLatencyTest"})
+BENCH_TOOLS = frozenset({"all_reduce_bench"})
+COLLECTIVE_BENCH_TOOLS = frozenset({"gpuval-allreduce-bench"})  # the suite's own node program
+NVBANDWIDTH_TOOLS = frozenset({"nvbandwidth"})
+# Tools whose runs are measurements; the others describe the hardware (inventory).
+MEASURING_TOOLS = (
+    NCCL_TOOLS | P2P_TOOLS | BENCH_TOOLS | COLLECTIVE_BENCH_TOOLS | NVBANDWIDTH_TOOLS | {"iperf3"}
+)
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _as_dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _nccl_rows(run: ToolRun) -> Iterator[dict[str, Any]]:
+    for row in _as_list(run.data.get("rows")):
+        row = _as_dict(row)
+        for placement in ("out_of_place", "in_place"):
+            half = _as_dict(row.get(placement))
+            if not half:
+                continue
+            yield {
+                "collective": run.data.get("collective"),
+                "nranks": run.data.get("nranks"),
+                "size_bytes": row.get("size_bytes"),
+                "count": row.get("count"),
+                "dtype": row.get("dtype"),
+                "redop": row.get("redop"),
+                "placement": placement,
+                "time_us": half.get("time_us"),
+                "algbw_gbps": half.get("algbw_gbps"),
+                "busbw_gbps": half.get("busbw_gbps"),
+                "wrong": half.get("wrong"),
+                "line": row.get("line"),
+            }
+
+
+def _bench_rows(run: ToolRun) -> Iterator[dict[str, Any]]:
+    """all_reduce_bench and gpuval-allreduce-bench (world_size, per-row time and #wrong)."""
+    nranks = run.data.get("nranks", run.data.get("world_size"))
+    for row in _as_list(run.data.get("rows")):
+        row = _as_dict(row)
+        yield {
+            "collective": run.data.get("collective"),
+            "nranks": nranks,
+            "size_bytes": row.get("size_bytes"),
+            "count": row.get("count"),
+            "time_us": row.get("time_us"),
+            "algbw_gbps": row.get("algbw_gbps"),
+            "busbw_gbps": row.get("busbw_gbps"),
+            "wrong": row.get("wrong"),
+            "line": row.get("line"),
+        }
+
+
+def _matrix_rows(run: ToolRun) -> Iterator[dict[str, Any]]:
+    for metric, matrix in sorted(_as_dict(run.data.get("matrices")).items()):
+        unit = "us" if metric.startswith("latency") else "GB/s"
+        for src, cells in enumerate(_as_list(matrix)):
+            for dst, value in enumerate(_as_list(cells)):
+                yield {"metric": metric, "src": src, "dst": dst, "value": value, "unit": unit}
+
+
+def _label_number(label: Any) -> int | None:
+    text = str(label).strip() if label is not None else ""
+    return int(text) if text.isdigit() else None
+
+
+def _nvbandwidth_rows(run: ToolRun) -> Iterator[dict[str, Any]]:
+    for test in _as_list(run.data.get("tests")):
+        test = _as_dict(test)
+        for matrix in _as_list(test.get("matrices")):
+            matrix = _as_dict(matrix)
+            rows, columns = (
+                _as_list(matrix.get("row_labels")),
+                _as_list(matrix.get("column_labels")),
+            )
+            for r, cells in enumerate(_as_list(matrix.get("values"))):
+                for c, value in enumerate(_as_list(cells)):
+                    yield {
+                        "metric": test.get("name"),
+                        "src": _label_number(rows[r] if r < len(rows) else None),
+                        "dst": _label_number(columns[c] if c < len(columns) else None),
+                        "value": value,
+                        "unit": matrix.get("unit"),
+                        "line": matrix.get("line"),
+                    }
+
+
+def _pair_rows(files: list[RawFile], tries: list[Try]) -> Iterator[MeasurementRow]:
+    """The number each pair try gave (the value the pair analysis judged), one row per try."""
+    tools = {raw.path: raw.parse.tool for raw in files if raw.parse}
+    for t in tries:
+        if t.value is None:
+            continue  # no number: the try's reason is in results.json `pairs.tries`
+        yield MeasurementRow(
+            host=t.host, file=t.path, tool=tools.get(t.path), metric=f"pair_{t.kind}",
+            host_a=t.src or t.a, host_b=t.dst or t.b, attempt=t.attempt, value=t.value,
+            unit=t.unit,
+        )  # fmt: skip
+
+
+def measurement_rows(files: list[RawFile], tries: list[Try]) -> list[MeasurementRow]:
+    """Every measured number of the run's files, then every pair try's number."""
+    found: list[MeasurementRow] = []
+    for run in tool_runs(files, MEASURING_TOOLS):
+        if run.tool in NCCL_TOOLS:
+            rows: Iterator[dict[str, Any]] = _nccl_rows(run)
+        elif run.tool in BENCH_TOOLS | COLLECTIVE_BENCH_TOOLS:
+            rows = _bench_rows(run)
+        elif run.tool in P2P_TOOLS:
+            rows = _matrix_rows(run)
+        elif run.tool in NVBANDWIDTH_TOOLS:
+            rows = _nvbandwidth_rows(run)
+        else:
+            continue
+        found += (
+            MeasurementRow(host=run.host, file=run.file.path, tool=run.tool, run=run.index, **row)
+            for row in rows
+        )
+    return found + list(_pair_rows(files, tries))

@@ -1,0 +1,151 @@
+"""What the charts draw, taken once from the parsed runs: busbw against message size (named and
+classified the way the checks name them, with the busbw the check judges and the peak it was
+judged against), P2P bandwidth and latency matrices, and `nvidia-smi topo -m` link matrices.
+Runs are read as plain dicts (the run schemas' field names)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from gpuval.checks.model import CLUSTER, Expectation
+from gpuval.checks.nccl import Sample, judged_sample
+from gpuval.checks.references import collective_name, is_multinode, run_hosts
+from gpuval.evidence import Parsed
+from gpuval.judgement.model import BusbwSeries, P2PRun, TopoRun, off_diagonal
+from gpuval.records.base import to_jsonable
+from gpuval.records.nccl import NcclRun
+from gpuval.runfolder import RawFile
+
+NCCL_TOOLS = frozenset({"nccl-tests", "rccl-tests"})
+BENCH_TOOL = "all_reduce_bench"  # ml-engineering's torch.distributed benchmark
+P2P_TOOL = "p2pBandwidthLatencyTest"
+TOPO_TOOL = "nvidia-smi-topo"
+UNIDIRECTIONAL_P2P = "bandwidth_unidirectional_p2p_enabled"
+
+
+@dataclass(frozen=True)
+class ToolRun(Parsed[object]):
+    """One parsed run of one raw file, with its JSON document (field names of the run schemas)."""
+
+    index: int  # position in the file's runs
+    data: dict[str, Any]
+
+
+def tool_runs(files: Iterable[RawFile], tools: frozenset[str] | None = None) -> Iterator[ToolRun]:
+    """Every parsed run of the given tools (all tools when None), in file order."""
+    for raw in files:
+        if raw.parse is None or (tools is not None and raw.parse.tool not in tools):
+            continue
+        for index, run in enumerate(raw.parse.runs):
+            data = to_jsonable(run)
+            if isinstance(data, dict):
+                yield ToolRun(raw, run, index, data)
+
+
+def finite_number(value: Any) -> float | None:
+    """A finite int or float as a float; anything else (bool, text, NaN, None) None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _what_ran(run: ToolRun) -> tuple[bool, str]:
+    """(across nodes?, collective) as the judge reads them from the run's record."""
+    if isinstance(run.record, NcclRun):
+        return is_multinode(run.file, run_hosts(run.record)), collective_name(run.record, run.file)
+    return False, str(run.data.get("collective") or "all_reduce")
+
+
+def _peak(expectations: list[Expectation], host: str, subject: str) -> Expectation | None:
+    """The host's (or the cluster's) expectation for `subject`."""
+    return next((e for e in expectations if e.host in (host, CLUSTER) and e.subject == subject),
+                None)  # fmt: skip
+
+
+def busbw_series(
+    files: list[RawFile], expectations: list[Expectation], min_bytes: int
+) -> list[BusbwSeries]:
+    found = []
+    for run in tool_runs(files, NCCL_TOOLS | {BENCH_TOOL}):
+        points = []
+        for row in run.data.get("rows") or []:
+            size = row.get("size_bytes")
+            measured = row if run.tool == BENCH_TOOL else row.get("out_of_place") or {}
+            busbw = finite_number(measured.get("busbw_gbps"))
+            # size 0 has no place on a log axis
+            if isinstance(size, int) and size > 0 and busbw is not None:
+                points.append((size, busbw))
+        points.sort()
+        multinode, collective = _what_ran(run)
+        key = collective if run.tool in NCCL_TOOLS else f"{run.tool} {collective}"
+        judged = judged_sample([Sample(size, bw, None) for size, bw in points], min_bytes)
+        scope = "internode" if multinode else "intranode"
+        found.append(
+            BusbwSeries(
+                tool=run.tool,
+                host=run.host,
+                multinode=multinode,
+                collective=collective,
+                source=run.file.path,
+                sizes=tuple(p[0] for p in points),
+                busbw_gbps=tuple(p[1] for p in points),
+                key=f"internode {key}" if multinode else key,
+                large_message_gbps=judged.sample.busbw_gbps if judged else None,
+                peak=_peak(expectations, run.host, f"{scope} {collective}"),
+            )
+        )
+    return found
+
+
+def _matrix(value: Any) -> list[list[float | None]] | None:
+    if not isinstance(value, list) or not all(isinstance(row, list) for row in value):
+        return None
+    return [[finite_number(cell) for cell in row] for row in value]
+
+
+def p2p_runs(files: list[RawFile]) -> list[P2PRun]:
+    found = []
+    for run in tool_runs(files, frozenset([P2P_TOOL])):
+        raw_matrices = run.data.get("matrices") or {}
+        matrices = {name: m for name, value in raw_matrices.items() if (m := _matrix(value))}
+        unidirectional = matrices.get(UNIDIRECTIONAL_P2P)
+        lowest = min(off_diagonal(unidirectional), default=None) if unidirectional else None
+        found.append(P2PRun(run.host, run.file.path, matrices, lowest))
+    return found
+
+
+def _strings(value: Any) -> list[str | None]:
+    return [None if item is None else str(item) for item in value or []]
+
+
+def _per_device(value: Any) -> dict[str, str | None]:
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): None if v is None else str(v) for k, v in value.items()}
+
+
+def topo_runs(files: list[RawFile]) -> list[TopoRun]:
+    """`nvidia-smi topo -m` link matrices (not the `topo -p2p` capability ones)."""
+    found = []
+    for run in tool_runs(files, frozenset([TOPO_TOOL])):
+        data = run.data
+        if data.get("matrix", "topology") != "topology":
+            continue
+        legend = data.get("nic_legend") or {}
+        found.append(
+            TopoRun(
+                host=run.host,
+                source=run.file.path,
+                devices=[str(d) for d in data.get("devices") or []],
+                links=[_strings(row) for row in data.get("links") or []],
+                cpu_affinity=_per_device(data.get("cpu_affinity")),
+                numa_affinity=_per_device(data.get("numa_affinity")),
+                nic_legend={str(k): str(v) for k, v in legend.items()}
+                if isinstance(legend, dict)
+                else {},
+            )
+        )
+    return found
