@@ -7,9 +7,12 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ansible.plugins.action import ActionBase
+
+if TYPE_CHECKING:
+    from gpuval.pair_plan import PairPlan
 
 DOCUMENTATION = r"""
 ---
@@ -22,8 +25,12 @@ description:
     planning is C(gpuval.schedule) (C(next_stage), C(retry_entries), C(pack_rounds)).
   - Returns the latest try of every measurement (RV(pairs)), the pairs to run again
     (RV(retry_rounds)), the next stage (RV(next)), the all-nodes test's outcome and the MPI
-    preflight's. Every planned entry is C({round, a, b, tries, steps, peers}), with the try
+    preflight's. Every planned entry is C({round, a, b, tries, steps, peers, lanes}), with the try
     number of each kind and the step names it writes (gpuval.steps).
+  - With O(commands), also what the nodes run (C(gpuval.pair_plan)): the kinds that run and why the
+    others do not (RV(kinds), RV(skip_reasons), RV(summary)), the rails (RV(rdma_rails),
+    RV(hosts_with_rail), RV(rails)), RV(addresses), staged mode's RV(all_nodes_run), and in
+    every entry C(pair), C(hosts) and C(run) (per kind, the commands of both sides).
 options:
   run_dir:
     description: The controller's run folder (reports/<run-id>).
@@ -48,7 +55,11 @@ options:
     type: str
     choices: [start, all-nodes, screen, pairs]
     default: pairs
-  kinds: {description: Pair kinds of this run., type: list, elements: str, default: [iperf3]}
+  kinds:
+    description: Pair kinds of this run (without O(commands); with it the plan's).
+    type: list
+    elements: str
+    default: [iperf3]
   rounds:
     description: Judge and retry only pairs of these rounds (default all).
     type: list
@@ -58,14 +69,17 @@ options:
   parallel: {description: False puts every pair in a round of its own., type: bool, default: true}
   partners: {description: Known-good partners per suspect (staged)., type: int, default: 1}
   all_nodes_host:
-    description: Host holding the all-nodes test (default the first host).
+    description:
+      - Host holding the all-nodes test (default the first host, with O(commands) the first
+        host still in the play in the inventory's order: the one the plan runs it on).
     type: str
-  rdma_rails:
-    description: Rails of the rdma kind (HCAs every node has; the i-th HCA of each node is rail i).
-    type: int
-    default: 0
-  rdma_gpudirect:
-    description: Measure each rail with GPU memory (--use_cuda) too.
+  commands:
+    description:
+      - Plan what the nodes run (C(gpuval.pair_plan)) from the role's C(bench_pairs_*)
+        variables (as the task sees them) and each host's facts (C(hostvars)), as
+        roles/bench_pairs does; O(kinds) is then the plan's (RV(kinds)), not the option's.
+      - Every planned entry then carries C(pair) (C(a--b)), C(hosts) and C(run): per kind it
+        tries, the commands of both sides (C(gpuval.pair_plan.PairPlan.with_commands)).
     type: bool
     default: false
 """
@@ -92,8 +106,7 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "parallel": {"type": "bool", "default": True},
     "partners": {"type": "int", "default": 1},
     "all_nodes_host": {"type": "str"},
-    "rdma_rails": {"type": "int", "default": 0},
-    "rdma_gpudirect": {"type": "bool", "default": False},
+    "commands": {"type": "bool", "default": False},
 }
 
 
@@ -102,35 +115,39 @@ class ActionModule(ActionBase):
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         from gpuval import schedule
+        from gpuval.host_order import ordered_hosts
         from gpuval.plugin_api import judge_pairs
-        from gpuval.steps import rdma_lanes
 
+        task_vars = task_vars or {}
         result: dict[str, Any] = super().run(tmp, task_vars)
         _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         if args["max_tries"] < 1 or args["partners"] < 1:
             return {**result, "failed": True, "msg": "max_tries and partners must be at least 1"}
         run_dir = Path(args["run_dir"])
-        hosts, kinds = args["hosts"], args["kinds"]
-        active = set(args["active_hosts"] if args["active_hosts"] is not None else hosts)
-        lanes = rdma_lanes(args["rdma_rails"], args["rdma_gpudirect"])
+        hosts = args["hosts"]
+        in_play = args["active_hosts"] if args["active_hosts"] is not None else hosts
+        active = set(in_play)
+        plan = self._plan(task_vars, hosts, active) if args["commands"] else None
+        kinds = plan.kinds if plan else args["kinds"]
+        lanes = plan.lanes if plan else []
+        done: dict[str, Any] = {
+            "pairs": [], "failing_pairs": [], "retry_rounds": [],
+            "next": asdict(schedule.NextStage("done")),
+            "mpi_preflight": {"found": False, "ok": None, "failed_hosts": [], "reason": ""},
+        }  # fmt: skip
+        if plan:
+            result.update(plan.facts(), summary=plan.summary(args["mode"], args["parallel"]))
+            if args["stage"] == "start" and (not kinds or len(hosts) < 2):
+                return {**result, **done}
         if not run_dir.is_dir():
             if not self._task.check_mode:
                 return {**result, "failed": True, "msg": f"run folder {run_dir} does not exist"}
             # A dry run has no run folder yet: nothing to judge or plan.
-            empty = schedule.NextStage("done")
-            no_preflight: dict[str, Any] = {
-                "found": False,
-                "ok": None,
-                "failed_hosts": [],
-                "reason": "",
-            }
-            return {
-                **result, "pairs": [], "failing_pairs": [], "retry_rounds": [],
-                "next": asdict(empty), "mpi_preflight": {**no_preflight, "reason": ""},
-            }  # fmt: skip
+            return {**result, **done}
         all_nodes_host = None
         if args["stage"] == "all-nodes":
-            all_nodes_host = args["all_nodes_host"] or schedule.ordered_hosts(hosts)[0]
+            first = plan.active[:1] if plan else ordered_hosts(hosts)[:1]
+            all_nodes_host = args["all_nodes_host"] or (first[0] if first else None)
         try:
             progress = judge_pairs(
                 run_dir,
@@ -156,21 +173,47 @@ class ActionModule(ActionBase):
             )
         except ValueError as problem:  # a host list the schedule refuses (duplicates, '--')
             return {**result, "failed": True, "msg": str(problem)}
-        retries = schedule.pack_rounds(
-            schedule.retry_entries(progress.latest, args["max_tries"], active, lanes)
+        retries: list[Any] = schedule.one_pair_per_round(
+            schedule.pack_rounds(
+                schedule.retry_entries(progress.latest, args["max_tries"], active, lanes)
+            ),
+            args["parallel"],
         )
         next_stage = asdict(planned)
         next_stage["rounds"] = schedule.one_pair_per_round(planned.rounds, args["parallel"])
+        if plan:
+            retries = plan.rounds_with_commands(retries)
+            next_stage["rounds"] = plan.rounds_with_commands(next_stage["rounds"])
+            if planned.mode == "all-nodes":
+                result["all_nodes_run"] = plan.all_nodes_run()
         result.update(
             changed=False,
             pairs=progress.details,
             failing_pairs=sorted(
                 {f"{t['a']}--{t['b']}" for t in progress.latest if t["status"] != "ok"}
             ),
-            retry_rounds=schedule.one_pair_per_round(retries, args["parallel"]),
+            retry_rounds=retries,
             next=next_stage,
             mpi_preflight=progress.mpi_preflight,
         )
         if progress.all_nodes is not None:
             result["all_nodes"] = progress.all_nodes
         return result
+
+    def _plan(self, task_vars: dict[str, Any], hosts: list[str], in_play: set[str]) -> PairPlan:
+        """gpuval.pair_plan's plan over the hosts still in play, in the inventory's order."""
+        from gpuval.pair_plan import NODE_VARIABLES, NodeFacts, PairPlan, PairSettings
+
+        def templated(source: Any, names: Any) -> dict[str, Any]:
+            return {name: self._templar.template(source[name]) for name in names if name in source}
+
+        hostvars = task_vars.get("hostvars", {})
+        active = [h for h in hosts if h in in_play]
+        return PairPlan(
+            PairSettings.from_variables(templated(task_vars, PairSettings.variables())),
+            {
+                h: NodeFacts.from_variables(h, templated(hostvars[h], NODE_VARIABLES))
+                for h in active
+            },
+            active,
+        )

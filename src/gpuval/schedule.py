@@ -11,9 +11,8 @@ Two modes:
   are suspects, and each suspect is then paired with hosts that passed (`confirm_rounds`),
   as Google's cluster-health-scanner and NVIDIA's cluster readiness tests do.
 
-Host order is the natural order of the names ("node2" before "node10") whatever order the
-inventory gives, so the same hosts always give the same plan; within a pair the first host is
-the earlier one (the iperf3 client, the rank-0 host).
+Host order and the circle schedule itself live in `gpuval.host_order` (the step registry needs
+them too; this module builds on both).
 
 Between the rounds of the pair phase (the `gpuval_pairs` action plugin): `next_stage` plans what
 runs next, `retry_entries` + `pack_rounds` what runs again to confirm a failure. A planned pair
@@ -32,64 +31,27 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Literal, TypedDict
 
 from gpuval import steps
+from gpuval.host_order import (
+    PAIR_SEPARATOR,
+    Pair,
+    Rounds,
+    circle_rounds,
+    ordered_hosts,
+    sorted_round,
+)
 
-Pair = tuple[str, str]
-Rounds = list[list[Pair]]
+# Re-exported (the "as" form) for checks, report and evidence, which still import them from here;
+# their home is gpuval.host_order.
+from gpuval.host_order import natural_key as natural_key
+from gpuval.host_order import ordered_pair as ordered_pair
+
 Mode = Literal["done", "all-pairs", "screen", "confirm"]
-PAIR_SEPARATOR = "--"  # "a--b" on the command line and in file names; host names must not hold it
-
-
-def natural_key(name: str) -> tuple[list[int | str], str]:
-    """'node2' < 'node10': digit runs compare as numbers (re.split alternates text and digits)."""
-    parts: list[int | str] = [
-        int(part) if index % 2 else part for index, part in enumerate(re.split(r"(\d+)", name))
-    ]
-    return parts, name
-
-
-def ordered_hosts(hosts: Iterable[str]) -> list[str]:
-    """The hosts in natural order; duplicates and names holding '--' are mistakes, not data."""
-    listed = list(hosts)
-    repeated = sorted({h for h in listed if listed.count(h) > 1})
-    if repeated:
-        raise ValueError(f"host(s) listed more than once: {', '.join(repeated)}")
-    bad = [h for h in listed if not h or PAIR_SEPARATOR in h]
-    if bad:
-        raise ValueError(f"host name(s) empty or holding {PAIR_SEPARATOR!r}: {bad}")
-    return sorted(listed, key=natural_key)
-
-
-def ordered_pair(a: str, b: str) -> Pair:
-    first, second = sorted((a, b), key=natural_key)
-    return first, second
-
-
-def _sorted_round(pairs: Iterable[Pair]) -> list[Pair]:
-    return sorted((ordered_pair(a, b) for a, b in pairs), key=lambda p: natural_key(p[0]))
-
-
-def circle_rounds(hosts: Iterable[str]) -> Rounds:
-    """All unordered pairs in rounds of disjoint pairs (the circle method: fix the first host,
-    rotate the others one place per round; with an odd count a placeholder gives one bye)."""
-    ring: list[str | None] = list(ordered_hosts(hosts))
-    if len(ring) < 2:
-        return []
-    if len(ring) % 2:
-        ring.append(None)
-    count = len(ring)
-    rounds: Rounds = []
-    for _ in range(count - 1):
-        pairs = [(ring[i], ring[count - 1 - i]) for i in range(count // 2)]
-        rounds.append(_sorted_round((a, b) for a, b in pairs if a is not None and b is not None))
-        ring = [ring[0], ring[-1], *ring[1:-1]]
-    return rounds
 
 
 def byes(hosts: Sequence[str], round_pairs: Sequence[Pair]) -> list[str]:
@@ -142,7 +104,7 @@ def confirm_rounds(suspects: Sequence[str], known_good: Sequence[str], partners:
                 continue
             used.update((suspect, partner))
             this_round.append(ordered_pair(suspect, partner))
-        rounds.append(_sorted_round(this_round))
+        rounds.append(sorted_round(this_round))
         todo = rest
     return rounds
 

@@ -32,6 +32,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from gpuval.host_order import circle_rounds
+
 P2P = "p2pBandwidthLatencyTest"
 MPI_PREFLIGHT = "mpi-preflight"
 ALLNODES_ALLREDUCE = "allnodes-allreduce"
@@ -352,8 +354,6 @@ def expected_steps(
     and after the benchmarks, and with a health_level the GEMM burn and DCGM diagnostics (each
     recorded as skipped where the node cannot run it); nvbandwidth is left out, as it runs only
     at the levels that ask for it and with a binary built."""
-    from gpuval.schedule import circle_rounds
-
     wanted = set(phases)
     unknown = wanted - set(PLANNED_PHASES)
     if unknown:

@@ -1,0 +1,308 @@
+"""The pair plan in commands (gpuval.pair_plan): what roles/bench_pairs runs on each node.
+
+Expected command lines are written from the tools' own usage (iperf3 -c/-s -1 -J -t -p -R,
+ib_write_bw -d/-p/-F/--report_gbits/-D/-q/-x/--use_cuda, torch.distributed.run's static
+rendezvous, nccl-tests' -b/-e/-f/-g/-c), not from the code under test.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gpuval import schedule, steps
+from gpuval.pair_plan import NodeFacts, PairPlan, PairSettings, as_bool, switch
+
+
+def node(address: str, **facts: Any) -> NodeFacts:
+    """A node with torch, GPUs, nccl-tests, two HCAs and ib_write_bw unless told otherwise."""
+    defaults: dict[str, Any] = {
+        "torch_version": "2.4.0",
+        "has_gpu": True,
+        "gpu_count": 8,
+        "nccl_tests_bin_dir": "/opt/nccl-tests/build",
+        "rdma_hcas": ("mlx5_0", "mlx5_1"),
+        "has_rdma_binary": True,
+    }
+    return NodeFacts(address=address, **{**defaults, **facts})
+
+
+def plan(nodes: dict[str, NodeFacts], **settings: Any) -> PairPlan:
+    return PairPlan(PairSettings(**settings), nodes, list(nodes))
+
+
+def test_switches_and_truth_read_as_ansible_reads_them() -> None:
+    assert [switch(v) for v in ("auto", False, "no", "Off", "required", True)] == [
+        "auto", "false", "false", "false", "required", "required",
+    ]  # fmt: skip
+    assert [as_bool(v) for v in ("yes", "on", "1", 1, True, "false", "no", "", None, 0)] == [
+        True, True, True, True, True, False, False, False, False, False,
+    ]  # fmt: skip
+    settings = PairSettings.from_variables(
+        {
+            "bench_pairs_iperf3": "no",
+            "bench_pairs_allreduce": False,
+            "bench_pairs_rdma": True,
+            "bench_pairs_iperf3_port": "6000",
+            "bench_pairs_iperf3_args": ["-P", 4],
+            "bench_pairs_rdma_gpus": {"mlx5_1": 3},
+            "bench_pairs_rdma_gid_index": 3,
+            "bench_pairs_pythonpath": None,  # unset: the default
+            "other_role_variable": "ignored",
+        }
+    )
+    assert settings == PairSettings(
+        iperf3=False,
+        allreduce="false",
+        rdma="required",
+        iperf3_port=6000,
+        iperf3_args=("-P", "4"),
+        rdma_gpus={"mlx5_1": 3},
+        rdma_gid_index="3",
+    )
+
+
+def test_node_facts_from_hostvars() -> None:
+    facts = NodeFacts.from_variables(
+        "node1",
+        {
+            "ansible_host": "192.0.2.1",
+            "openmpi_address": "10.0.0.1",
+            "preflight_has_gpu": False,
+            "preflight_gpu_count": "8",
+            "bench_pairs_rdma_node_hcas": ["mlx5_0"],
+            "openmpi_launch": {"env": {"NCCL_SOCKET_IFNAME": "eth1"}, "addresses": {"node2": "n2"}},
+        },
+    )
+    # openmpi's private address before the inventory's; no usable GPU: the tests use none.
+    assert facts.address == "10.0.0.1"
+    assert (facts.gpu_count, facts.gpus, facts.rdma_hcas) == (8, 0, ("mlx5_0",))
+    assert facts.launch_env == {"NCCL_SOCKET_IFNAME": "eth1"}
+    assert NodeFacts.from_variables("node3", {}).address == "node3"
+    assert NodeFacts.from_variables("node3", {"ansible_host": "h3"}).address == "h3"
+
+
+def test_every_kind_runs_when_every_node_can() -> None:
+    both = plan({"node1": node("10.0.0.1"), "node2": node("10.0.0.2")})
+    assert both.kinds == ["iperf3", "allreduce", "nccl", "rdma"]
+    assert set(both.skipped.values()) == {""}
+    assert both.rdma_rails == 2
+    assert both.lanes == steps.rdma_lanes(2, gpudirect=True)
+    assert both.summary("all-pairs", parallel=True) == (
+        "pair tests (all-pairs, pairs of a round at the same time): iperf3, allreduce, nccl, rdma"
+        " between 2 node(s); ib_write_bw on 2 rail(s), GPUDirect too"
+    )
+
+
+def test_auto_kinds_are_skipped_naming_the_nodes_that_lack_what_they_need() -> None:
+    nodes = {
+        "node1": node("a1"),
+        "node2": node("a2", torch_version="", nccl_tests_bin_dir=""),
+        "node3": node("a3", has_gpu=False, rdma_hcas=()),
+    }
+    skipped = plan(nodes).skipped
+    assert skipped == {
+        "allreduce": "torch not importable on node2 (bench_pairs_pythonpath names where torch is)",
+        # No usable GPU first, then no nccl-tests, each node once.
+        "nccl": "no usable GPU or no nccl-tests on node3, node2",
+        "rdma": "no RDMA HCA on node3 (preflight found none; bench_pairs_rdma_hcas or"
+        " gpuval_ib_hcas names them)",
+        "rdma_gpudirect": "no usable GPU on node3",
+    }
+    assert plan(nodes).kinds == ["iperf3"]
+    # required (or true) runs them anyway: the nodes that lack them fail their pairs.
+    forced = plan(nodes, allreduce="required", nccl="required", rdma="required")
+    assert forced.kinds == ["iperf3", "allreduce", "nccl", "rdma"]
+    # A node with fewer HCAs than another fails its missing rails: rail 1 is node1's and node2's.
+    assert forced.rdma_rails == 2
+    assert forced.hosts_with_rail == [["node1", "node2"], ["node1", "node2"]]
+    assert forced.lanes == steps.rdma_lanes(2, gpudirect=False)
+    no_binary = plan({"node1": node("a1"), "node2": node("a2", has_rdma_binary=False)})
+    assert no_binary.skipped["rdma"] == "no ib_write_bw (perftest) on node2"
+    off = plan(nodes, iperf3=False, allreduce="false", nccl="false", rdma="false")
+    assert off.kinds == []
+    assert off.skipped["rdma"] == "turned off (bench_pairs_rdma: false)"
+    assert off.summary("staged", parallel=False) == (
+        "pair tests (staged, one pair after another): none between 3 node(s); all-reduce pairs"
+        " skipped: turned off (bench_pairs_allreduce: false); nccl-tests pairs skipped: turned"
+        " off (bench_pairs_nccl: false); ib_write_bw (RDMA) pairs skipped: turned off"
+        " (bench_pairs_rdma: false)"
+    )
+
+
+def iperf3_entry(pair_plan: PairPlan) -> Any:
+    return pair_plan.with_commands(schedule.entry(3, "node1", "node2", {"iperf3": 2}))
+
+
+def test_iperf3_second_node_serves_twice_and_first_measures_both_ways() -> None:
+    pair_plan = plan(
+        {"node1": node("10.0.0.1"), "node2": node("10.0.0.2")},
+        iperf3_seconds=7,
+        iperf3_args=("-P", "4"),
+        iperf3_timeout_s=30,
+    )
+    planned = iperf3_entry(pair_plan)
+    assert (planned["pair"], planned["hosts"]) == ("node1--node2", ["node1", "node2"])
+    run = planned["run"]["iperf3"]
+    assert run["server"]["name"] == "peer-iperf3-r3-node1--node2-try2"
+    assert run["server"]["command"] == ("iperf3 -s -1 -J -p 5201 & iperf3 -s -1 -J -p 5202; wait")
+    assert [c["name"] for c in run["clients"]] == [
+        "pair-iperf3-r3-node1--node2-try2",
+        "pair-iperf3-r3-node2--node1-try2",
+    ]
+    assert [c["command"] for c in run["clients"]] == [
+        ["iperf3", "-c", "10.0.0.2", "-J", "-t", "7", "-P", "4", "-p", "5201"],
+        ["iperf3", "-c", "10.0.0.2", "-J", "-t", "7", "-P", "4", "-p", "5202", "-R"],
+    ]
+    assert {c["tool"] for c in run["clients"]} == {"iperf3"}
+    assert {c["raw_ext"] for c in run["clients"]} == {"json"}
+    # No client step carries a skip reason: the role adds one only when the partner is lost.
+    assert all("skip_reason" not in c for c in run["clients"])
+    # The server outlives both clients.
+    assert run["server"]["timeout"] > 2 * 30
+    assert "sport = :5201 or sport = :5202" in run["listening"]
+
+
+def test_the_launch_contract_address_wins_over_the_node_address() -> None:
+    nodes = {
+        "node1": node("192.0.2.1", launch_addresses={"node2": "10.9.0.2"}),
+        "node2": node("192.0.2.2"),
+    }
+    pair_plan = plan(nodes)
+    assert iperf3_entry(pair_plan)["run"]["iperf3"]["clients"][0]["command"][2] == "10.9.0.2"
+    assert pair_plan.facts()["addresses"] == {"node1": "192.0.2.1", "node2": "10.9.0.2"}
+
+
+def test_allreduce_runs_torchrun_on_both_nodes_with_rank_0_on_the_first() -> None:
+    nodes = {
+        "node1": node("10.0.0.1", gpu_count=4, launch_env={"NCCL_SOCKET_IFNAME": "eth1"}),
+        "node2": node("10.0.0.2", has_gpu=False),
+    }
+    pair_plan = plan(nodes, pythonpath="/shared/venv/site-packages", tools_dir="/w/bench")
+    run = pair_plan.with_commands(schedule.entry(1, "node1", "node2", {"allreduce": 1}))["run"]
+    allreduce = run["allreduce"]
+    tail = ["--max-restarts=0", "/w/bench/allreduce_bench.py", "--min-bytes", "1M",
+            "--max-bytes", "64M", "--iterations", "20", "--warmup", "5"]  # fmt: skip
+    assert allreduce["a"]["command"] == [
+        "python3", "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=4",
+        "--node-rank=0", "--master-addr=10.0.0.1", "--master-port=29500", *tail,
+    ]  # fmt: skip
+    # Without a usable GPU one process (gloo on the CPU).
+    assert allreduce["b"]["command"] == [
+        "python3", "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=1",
+        "--node-rank=1", "--master-addr=10.0.0.1", "--master-port=29500", *tail,
+    ]  # fmt: skip
+    assert (allreduce["a"]["name"], allreduce["b"]["name"]) == (
+        "pair-allreduce-r1-node1--node2-try1",
+        "peer-allreduce-r1-node1--node2-try1",
+    )
+    assert allreduce["a"]["tool"] == "gpuval-allreduce-bench" and "tool" not in allreduce["b"]
+    assert allreduce["a"]["env"] == {
+        "NCCL_SOCKET_IFNAME": "eth1",
+        "PYTHONPATH": "/shared/venv/site-packages",
+    }
+    assert allreduce["skip_reason"] == ""
+    # required without torch on node2: the pair records why it did not run.
+    required = plan({**nodes, "node2": node("10.0.0.2", torch_version="")}, allreduce="required")
+    entry = required.with_commands(schedule.entry(1, "node1", "node2", {"allreduce": 1}))
+    assert entry["run"]["allreduce"]["skip_reason"] == "torch not importable on node2"
+
+
+def test_nccl_runs_one_rank_per_gpu_across_the_pair_from_the_first_node() -> None:
+    pair_plan = plan(
+        {"node1": node("a1", gpu_count=8), "node2": node("a2")},
+        nccl_collective="all_gather",
+        nccl_max_bytes="8G",
+    )
+    nccl = pair_plan.with_commands(schedule.entry(2, "node1", "node2", {"nccl": 1}))["run"]["nccl"]
+    assert nccl["name"] == "pair-nccl-r2-node1--node2-try1"
+    assert (nccl["hosts"], nccl["ranks_per_host"]) == (["node1", "node2"], 8)
+    assert nccl["program"] == [
+        "/opt/nccl-tests/build/all_gather_perf",
+        "-b", "8", "-e", "8G", "-f", "2", "-g", "1", "-c", "1",
+    ]  # fmt: skip
+    assert nccl["env"] == {"NCCL_DEBUG": "INFO"}
+
+
+def test_rdma_serves_every_lane_on_its_own_port_and_measures_them_from_the_first_node() -> None:
+    nodes = {"node1": node("10.0.0.1"), "node2": node("10.0.0.2", rdma_hcas=("mlx5_2",))}
+    pair_plan = plan(
+        nodes, rdma="required", rdma_seconds=1, rdma_gid_index="3", rdma_gpus={"mlx5_2": 6}
+    )
+    lanes = pair_plan.lanes
+    rdma = pair_plan.with_commands(schedule.entry(1, "node1", "node2", {"rdma": 1}, lanes))["run"][
+        "rdma"
+    ]
+    common = ["-F", "--report_gbits", "-D", "1", "-q", "1", "-x", "3"]
+    assert [c["name"] for c in rdma["clients"]] == [
+        "pair-rdma-rail0-host-r1-node1--node2-try1",
+        "pair-rdma-rail0-cuda-r1-node1--node2-try1",
+        "pair-rdma-rail1-host-r1-node1--node2-try1",
+        "pair-rdma-rail1-cuda-r1-node1--node2-try1",
+    ]
+    # Client k: node1's HCA of the rail, port 18515 + k, node2's address last; GPU memory on
+    # the GPU of rail i (no GPU named for mlx5_0 or mlx5_1).
+    assert [c["command"] for c in rdma["clients"]] == [
+        ["ib_write_bw", "-d", "mlx5_0", "-p", "18515", *common, "10.0.0.2"],
+        ["ib_write_bw", "-d", "mlx5_0", "-p", "18516", *common, "--use_cuda=0", "10.0.0.2"],
+        ["ib_write_bw", "-d", "mlx5_1", "-p", "18517", *common, "10.0.0.2"],
+        ["ib_write_bw", "-d", "mlx5_1", "-p", "18518", *common, "--use_cuda=1", "10.0.0.2"],
+    ]
+    # node2 has no second HCA: rail 1 is skipped on the client, and no server waits for it.
+    assert [c.get("skip_reason", "") for c in rdma["clients"]] == [
+        "", "", "no HCA for rail 1 on node2", "no HCA for rail 1 on node2",
+    ]  # fmt: skip
+    assert [s["name"] for s in rdma["servers"]] == [
+        "peer-rdma-rail0-host-r1-node1--node2-try1",
+        "peer-rdma-rail0-cuda-r1-node1--node2-try1",
+    ]
+    assert [s["command"] for s in rdma["servers"]] == [
+        ["ib_write_bw", "-d", "mlx5_2", "-p", "18515", *common],
+        ["ib_write_bw", "-d", "mlx5_2", "-p", "18516", *common, "--use_cuda=6"],
+    ]
+    assert [s["port"] for s in rdma["servers"]] == [18515, 18516]
+    # The last server outlives the clients of every lane before its own.
+    assert rdma["server_timeout"] == 4 * 60 + 10
+    assert pair_plan.facts()["rails"] == {"node1": ["mlx5_0", "mlx5_1"], "node2": ["mlx5_2"]}
+    assert pair_plan.hosts_with_rail == [["node1", "node2"], ["node1"]]
+
+
+def test_without_a_gid_index_or_gpudirect_the_options_are_left_out() -> None:
+    pair_plan = plan({"node1": node("a1"), "node2": node("a2")}, rdma_gpudirect=False)
+    lanes = pair_plan.lanes
+    rdma = pair_plan.with_commands(schedule.entry(1, "node1", "node2", {"rdma": 1}, lanes))
+    assert rdma["run"]["rdma"]["clients"][0]["command"] == [
+        "ib_write_bw", "-d", "mlx5_0", "-p", "18515", "-F", "--report_gbits", "-D", "5",
+        "-q", "1", "a2",
+    ]  # fmt: skip
+    assert pair_plan.skipped["rdma_gpudirect"] == "turned off (bench_pairs_rdma_gpudirect: false)"
+
+
+def test_an_entry_runs_only_the_kinds_it_tries() -> None:
+    pair_plan = plan({"node1": node("a1"), "node2": node("a2")})
+    entry = schedule.entry(4, "node1", "node2", {"iperf3": 3, "nccl": 2})
+    assert set(pair_plan.with_commands(entry)["run"]) == {"iperf3", "nccl"}
+
+
+@pytest.mark.parametrize("allreduce", ["auto", "false"])
+def test_all_nodes_run_ranks_every_node_in_inventory_order(allreduce: str) -> None:
+    nodes = {"node10": node("a10"), "node2": node("a2", gpu_count=2), "node3": node("a3")}
+    parts = plan(nodes, allreduce=allreduce).all_nodes_run()
+    if allreduce == "false":
+        # Only the first node records the step, as skipped.
+        assert list(parts) == ["node10"]
+        assert parts["node10"]["skip_reason"] == (
+            "all-reduce benchmark not run: turned off (bench_pairs_allreduce: false)"
+        )
+        return
+    assert list(parts) == ["node10", "node2", "node3"]
+    assert [p["name"] for p in parts.values()] == [
+        "allnodes-allreduce", "peer-allnodes-allreduce", "peer-allnodes-allreduce",
+    ]  # fmt: skip
+    assert parts["node2"]["command"][3:8] == [
+        "--nnodes=3", "--nproc-per-node=2", "--node-rank=1", "--master-addr=a10",
+        "--master-port=29500",
+    ]  # fmt: skip
+    assert parts["node10"]["leader"] and not parts["node3"]["leader"]
+    assert all("skip_reason" not in p for p in parts.values())
