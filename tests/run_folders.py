@@ -12,8 +12,8 @@ from typing import Any
 
 from gpuval.checks.pairs import PairAnalysis, PairThresholds, analyse_pairs
 from gpuval.evidence import build_evidence, pair_evidence
+from gpuval.host_order import circle_rounds
 from gpuval.runfolder import RawFile, RunFolder
-from gpuval.schedule import circle_rounds
 from gpuval.steps import pair_step_name
 
 IPERF3_OUTPUTS = Path(__file__).parent / "data" / "outputs" / "iperf3"

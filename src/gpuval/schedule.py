@@ -42,14 +42,11 @@ from gpuval.host_order import (
     Pair,
     Rounds,
     circle_rounds,
+    natural_key,
     ordered_hosts,
+    ordered_pair,
     sorted_round,
 )
-
-# Re-exported (the "as" form) for checks, report and evidence, which still import them from here;
-# their home is gpuval.host_order.
-from gpuval.host_order import natural_key as natural_key
-from gpuval.host_order import ordered_pair as ordered_pair
 
 Mode = Literal["done", "all-pairs", "screen", "confirm"]
 

@@ -24,12 +24,13 @@ from pathlib import Path
 from gpuval.checks.pairs import PairThresholds, analyse_pairs
 from gpuval.checks.thresholds import DEFAULTS
 from gpuval.evidence import build_evidence
+from gpuval.host_order import Pair, Rounds, circle_rounds, ordered_pair
 from gpuval.parsers import infiniband, iperf3, nccl_tests, perftest, sysfs_net
 from gpuval.records.base import ParseResult
 from gpuval.records.nccl import NcclHalf, NcclRow, NcclRun
 from gpuval.records.network import Iperf3Run, IperfSum, PerftestRun
 from gpuval.runfolder import RawFile, RunFolder, Sidecar
-from gpuval.schedule import Pair, Rounds, circle_rounds, ordered_pair, screen_rounds, staged_plan
+from gpuval.schedule import screen_rounds, staged_plan
 from gpuval.steps import RdmaLane, RunPlan, expected_steps, pair_step_name
 
 TARGET_S = 10.0

@@ -17,7 +17,7 @@ import pytest
 from tests.run_folders import iperf3_pair_steps, write_iperf3_try, write_run_json
 
 from gpuval.cli import main
-from gpuval.schedule import circle_rounds
+from gpuval.host_order import circle_rounds
 from gpuval.schema import validate
 
 HOSTS = ["node1", "node2", "node3", "node4"]

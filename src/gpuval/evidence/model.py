@@ -13,6 +13,7 @@ from typing import Generic, TypeVar
 from gpuval.catalog.catalog import GpuModel
 from gpuval.catalog.network import Port
 from gpuval.catalog.systems import System
+from gpuval.host_order import natural_key
 from gpuval.records.bandwidth import AllReduceBenchRun, NvbandwidthRun
 from gpuval.records.base import Diagnostic
 from gpuval.records.health import (
@@ -209,8 +210,6 @@ def rail_order(ports: Iterable[tuple[str, str | None]]) -> list[str]:
     """HCAs in rail order when none are declared, from (device, link layer) of each port: the
     devices with an InfiniBand port, else (RoCE nodes) every device, in natural order (mlx5_2
     before mlx5_10). preflight's preflight_rdma_hcas and the judge both number rails so."""
-    from gpuval.schedule import natural_key
-
     listed = list(ports)
     infiniband = {d for d, layer in listed if (layer or "").lower() == "infiniband"}
     return sorted(infiniband or {d for d, _ in listed}, key=natural_key)

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 
 from gpuval.checks.model import CLUSTER, STATUS_ORDER, Check, Status, rank
-from gpuval.schedule import natural_key
+from gpuval.host_order import natural_key
 
 NUMBER = re.compile(r"\d+(?:\.\d+)?")
 VARYING = "<...>"

@@ -12,6 +12,7 @@ from typing import Any
 import jinja2
 
 from gpuval.checks.model import STATUS_ORDER, Check, Expectation, rank
+from gpuval.host_order import natural_key
 from gpuval.judgement.model import (
     BUSBW_PREFIX,
     P2P_METRIC,
@@ -37,7 +38,6 @@ from gpuval.report.summary import (
     sort_checks,
     status_counts,
 )
-from gpuval.schedule import natural_key
 
 # With more hosts than this, per-host charts are drawn only for the worst ones.
 MAX_DETAIL_HOSTS = 8
