@@ -91,9 +91,13 @@ molecule: $(STAMP) test-fixtures
 unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit
 
-## bench: time the nccl-tests parser on ~100 MB of generated logs
+## bench: every benchmark, timings printed, never asserted: the nccl-tests parser on ~100 MB of
+## generated logs (target 5 s), `gpuval report` of 1,024 nodes x 8 GPUs (targets 15 s, 1 GB) and,
+## where it exists, the pair analysis (128 hosts all pairs, 1,024 hosts staged: 10 s each)
 bench: $(STAMP)
 	$(PY) tests/bench/parse_speed.py
+	$(PY) -m tests.bench.report_at_scale
+	if [ -f tests/bench/pair_analysis.py ]; then $(PY) -m tests.bench.pair_analysis; fi
 
 ## bench-report: the report of 1,024 nodes: seconds to write it (target 15) and milliseconds until
 ## headless Chromium has drawn it (target 5000), printed by its browser tests
