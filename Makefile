@@ -92,12 +92,14 @@ unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit
 
 ## bench: every benchmark, timings printed, never asserted: the nccl-tests parser on ~100 MB of
-## generated logs (target 5 s), `gpuval report` of 1,024 nodes x 8 GPUs (targets 15 s, 1 GB) and,
-## where it exists, the pair analysis (128 hosts all pairs, 1,024 hosts staged: 10 s each)
+## generated logs, its time and memory on 20 MB of real runs and a 200 MB binary file (targets
+## 5 s, about twice the file's size), the pair analysis (128 hosts all pairs, 1,024 hosts staged:
+## 10 s each) and `gpuval report` of 1,024 nodes x 8 GPUs (targets 15 s, 1 GB)
 bench: $(STAMP)
 	$(PY) tests/bench/parse_speed.py
+	$(PY) -m tests.bench.parse_memory
+	$(PY) -m tests.bench.pair_analysis
 	$(PY) -m tests.bench.report_at_scale
-	if [ -f tests/bench/pair_analysis.py ]; then $(PY) -m tests.bench.pair_analysis; fi
 
 ## bench-report: the report of 1,024 nodes: seconds to write it (target 15) and milliseconds until
 ## headless Chromium has drawn it (target 5000), printed by its browser tests
