@@ -85,16 +85,17 @@ def parse_text(text: str, source: str | None = None, tool: str | None = None) ->
     tool = tool or detect(text)
     if tool is None:
         return None
-    with _no_cycle_collection():
+    with no_cycle_collection():
         result: ParseResult = module_for(tool).parse(text, source=source, tool=tool)
     return result
 
 
 @contextmanager
-def _no_cycle_collection() -> Iterator[None]:
-    """The parsers make up to millions of small records that hold no cycles: the cycle
-    collector would walk them again and again as they grow (a third of the time of a 20 MB
-    nccl-tests log) to find nothing. Reference counting still frees everything else."""
+def no_cycle_collection() -> Iterator[None]:
+    """The parsers (and the judge over their records) make up to millions of small records that
+    hold no cycles: the cycle collector would walk them again and again as they grow (a third
+    of the time of a 20 MB nccl-tests log) to find nothing. Reference counting still frees
+    everything else; nested uses leave it as the outer one set it."""
     enabled = gc.isenabled()
     gc.disable()
     try:
