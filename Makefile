@@ -58,11 +58,13 @@ test:
 	$(BIN)/pytest -q -m simhosts -n $(JOBS) --dist loadfile --durations=10 --ignore=$(PAIR_TESTS)
 	$(BIN)/pytest -q -m simhosts --durations=10 $(PAIR_TESTS)
 
+## lint: ruff, mypy and the import contracts of pyproject.toml (lint-imports: the layers)
 lint: $(STAMP)
 	$(BIN)/ruff check src tests library plugins
 	$(BIN)/ruff format --check src tests library plugins
 	$(BIN)/mypy
 	$(PY) -m tests.role_docs --check
+	$(BIN)/lint-imports
 
 ## ansible-lint: production profile over roles, playbooks and molecule scenarios (.ansible-lint)
 ansible-lint: $(STAMP)
@@ -107,7 +109,7 @@ bench-report: $(STAMP) system-deps
 	$(BIN)/pytest -q -s -p no:cacheprovider tests/browser/test_report_at_scale.py | grep -o 'report of .*'
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .import_linter_cache
 
 ## collection: assemble gpuval.cluster (roles, playbooks, library/ as plugins/modules, plugins/)
 ## in build/gpuval.cluster and build it into build/gpuval-cluster-<version>.tar.gz
