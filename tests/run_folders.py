@@ -12,9 +12,9 @@ from typing import Any
 
 from gpuval.checks.pairs import PairAnalysis, PairThresholds, analyse_pairs
 from gpuval.evidence import build_evidence, pair_evidence
-from gpuval.host_order import circle_rounds
+from gpuval.plan.host_order import circle_rounds
+from gpuval.plan.steps import pair_step_name
 from gpuval.runfolder import RawFile, RunFolder
-from gpuval.steps import pair_step_name
 
 IPERF3_OUTPUTS = Path(__file__).parent / "data" / "outputs" / "iperf3"
 # A real iperf 3.9 TCP client run (-J); each pair file is this document at another rate.

@@ -48,7 +48,7 @@ class ActionModule(ActionBase):
     _supports_check_mode = False
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
-        from gpuval.outputs import OutputError
+        from gpuval.files.atomic import OutputError
         from gpuval.plugin_api import sibling_module
 
         result: dict[str, Any] = super().run(tmp, task_vars)
@@ -135,9 +135,9 @@ def _longer(path: Path, size: int) -> bool:
 
 
 def _write_whole(path: Path, content: bytes, mtime: float) -> None:
-    """Whole or not at all, never through a link (gpuval.outputs), with the node's modification
+    """Whole or not at all, never through a link (gpuval.files.atomic), with the node's modification
     time: the next collect compares it with the node's."""
-    from gpuval.outputs import write_output
+    from gpuval.files.atomic import write_output
 
     write_output(path, content)
     os.utime(path, (mtime, mtime))

@@ -228,7 +228,7 @@ class ActionModule(ActionBase):
         from gpuval.cloud.lambda_api import LambdaApiError
         from gpuval.cloud.provision import ProvisionError
         from gpuval.cloud.state import StateError
-        from gpuval.outputs import OutputError, write_json
+        from gpuval.files.atomic import OutputError, write_json
 
         super().run(tmp, task_vars)
         _, params = self.validate_argument_spec(

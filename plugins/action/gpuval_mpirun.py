@@ -1,7 +1,8 @@
 # Copyright: gpuval contributors
 # Apache License 2.0 (see pyproject.toml)
 # mypy: allow-subclassing-any
-"""Action gpuval_mpirun: start MPI ranks the one way (gpuval.launch), captured by gpuval_capture."""
+"""Action gpuval_mpirun: start MPI ranks the one way (gpuval.plan.mpirun), captured by
+gpuval_capture."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ module: gpuval_mpirun
 short_description: Run a program under mpirun from the launch contract, capturing its output
 description:
   - Builds the mpirun command from the fact C(openmpi_launch) that the openmpi role publishes
-    (mpirun path, options, interface, NCCL environment, addresses; see C(gpuval.launch)) and
+    (mpirun path, options, interface, NCCL environment, addresses; see C(gpuval.plan.mpirun)) and
     runs it on the node through the C(gpuval_capture) module, which keeps the raw output and
     the sidecar.
   - With O(steps), several programs one after another in one module call, each its own step.
@@ -91,7 +92,7 @@ class ActionModule(ActionBase):
     _supports_async = True
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
-        from gpuval.launch import LaunchError, mpirun_command
+        from gpuval.plan.mpirun import LaunchError, mpirun_command
         from gpuval.plugin_api import capture_module
 
         task_vars = task_vars or {}

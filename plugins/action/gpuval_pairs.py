@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from ansible.plugins.action import ActionBase
 
 if TYPE_CHECKING:
-    from gpuval.pair_plan import PairPlan
+    from gpuval.plan.pair_plan import PairPlan
 
 DOCUMENTATION = r"""
 ---
@@ -22,12 +22,13 @@ description:
   - Runs in the controller process between the rounds of the pair phase; reads the controller's
     run folder (C(run.json), C(raw/<host>/)) as collected so far. Never connects to a node.
   - Judging is gpuval's (C(gpuval.plugin_api.judge_pairs), the report's own pair analysis);
-    planning is C(gpuval.schedule) (C(next_stage), C(retry_entries), C(pack_rounds)).
+    planning is C(gpuval.plan.pair_rounds) (C(next_stage), C(retry_entries), C(pack_rounds)).
   - Returns the latest try of every measurement (RV(pairs)), the pairs to run again
     (RV(retry_rounds)), the next stage (RV(next)), the all-nodes test's outcome and the MPI
     preflight's. Every planned entry is C({round, a, b, tries, steps, peers, lanes}), with the try
-    number of each kind and the step names it writes (gpuval.steps).
-  - With O(commands), also what the nodes run (C(gpuval.pair_plan)): the kinds that run and why the
+    number of each kind and the step names it writes (gpuval.plan.steps).
+  - With O(commands), also what the nodes run (C(gpuval.plan.pair_plan)): the kinds that run and
+    why the
     others do not (RV(kinds), RV(skip_reasons), RV(summary)), the rails (RV(rdma_rails),
     RV(hosts_with_rail), RV(rails)), RV(addresses), staged mode's RV(all_nodes_run), and in
     every entry C(pair), C(hosts) and C(run) (per kind, the commands of both sides).
@@ -75,11 +76,11 @@ options:
     type: str
   commands:
     description:
-      - Plan what the nodes run (C(gpuval.pair_plan)) from the role's C(bench_pairs_*)
+      - Plan what the nodes run (C(gpuval.plan.pair_plan)) from the role's C(bench_pairs_*)
         variables (as the task sees them) and each host's facts (C(hostvars)), as
         roles/bench_pairs does; O(kinds) is then the plan's (RV(kinds)), not the option's.
       - Every planned entry then carries C(pair) (C(a--b)), C(hosts) and C(run): per kind it
-        tries, the commands of both sides (C(gpuval.pair_plan.PairPlan.with_commands)).
+        tries, the commands of both sides (C(gpuval.plan.pair_plan.PairPlan.with_commands)).
     type: bool
     default: false
 """
@@ -114,8 +115,8 @@ class ActionModule(ActionBase):
     _supports_check_mode = True
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
-        from gpuval import schedule
-        from gpuval.host_order import ordered_hosts
+        from gpuval.plan import pair_rounds
+        from gpuval.plan.host_order import ordered_hosts
         from gpuval.plugin_api import judge_pairs
 
         task_vars = task_vars or {}
@@ -132,7 +133,7 @@ class ActionModule(ActionBase):
         lanes = plan.lanes if plan else []
         done: dict[str, Any] = {
             "pairs": [], "failing_pairs": [], "retry_rounds": [],
-            "next": asdict(schedule.NextStage("done")),
+            "next": asdict(pair_rounds.NextStage("done")),
             "mpi_preflight": {"found": False, "ok": None, "failed_hosts": [], "reason": ""},
         }  # fmt: skip
         if plan:
@@ -157,7 +158,7 @@ class ActionModule(ActionBase):
                 args["rounds"],
                 all_nodes_host,
             )
-            planned = schedule.next_stage(
+            planned = pair_rounds.next_stage(
                 args["stage"],
                 args["mode"],
                 hosts,
@@ -173,14 +174,14 @@ class ActionModule(ActionBase):
             )
         except ValueError as problem:  # a host list the schedule refuses (duplicates, '--')
             return {**result, "failed": True, "msg": str(problem)}
-        retries: list[Any] = schedule.one_pair_per_round(
-            schedule.pack_rounds(
-                schedule.retry_entries(progress.latest, args["max_tries"], active, lanes)
+        retries: list[Any] = pair_rounds.one_pair_per_round(
+            pair_rounds.pack_rounds(
+                pair_rounds.retry_entries(progress.latest, args["max_tries"], active, lanes)
             ),
             args["parallel"],
         )
         next_stage = asdict(planned)
-        next_stage["rounds"] = schedule.one_pair_per_round(planned.rounds, args["parallel"])
+        next_stage["rounds"] = pair_rounds.one_pair_per_round(planned.rounds, args["parallel"])
         if plan:
             retries = plan.rounds_with_commands(retries)
             next_stage["rounds"] = plan.rounds_with_commands(next_stage["rounds"])
@@ -201,8 +202,8 @@ class ActionModule(ActionBase):
         return result
 
     def _plan(self, task_vars: dict[str, Any], hosts: list[str], in_play: set[str]) -> PairPlan:
-        """gpuval.pair_plan's plan over the hosts still in play, in the inventory's order."""
-        from gpuval.pair_plan import NODE_VARIABLES, NodeFacts, PairPlan, PairSettings
+        """gpuval.plan.pair_plan's plan over the hosts still in play, in the inventory's order."""
+        from gpuval.plan.pair_plan import NODE_VARIABLES, NodeFacts, PairPlan, PairSettings
 
         def templated(source: Any, names: Any) -> dict[str, Any]:
             return {name: self._templar.template(source[name]) for name in names if name in source}

@@ -14,7 +14,7 @@ DOCUMENTATION = r"""
 module: gpuval_preflight
 short_description: Capture a node's inventory in one call and publish the facts later roles need
 description:
-  - Runs every probe of C(gpuval.steps.PREFLIGHT_PROBES) on the node in one C(gpuval_capture)
+  - Runs every probe of C(gpuval.plan.steps.PREFLIGHT_PROBES) on the node in one C(gpuval_capture)
     call (raw file and sidecar each, phase preflight; a program not installed is recorded as
     skipped), then reads the facts from the outputs with gpuval's parsers on the controller
     (C(gpuval.plugin_api.preflight_facts)) and sets them as host facts.

@@ -24,7 +24,7 @@ description:
 options:
   dest_dir: {description: "The controller's raw/<host>/ folder.", type: path, required: true}
   host: {description: The node's inventory name., type: str, required: true}
-  phase: {description: The phase it failed (gpuval.steps.PHASES)., type: str, required: true}
+  phase: {description: The phase it failed (gpuval.plan.steps.PHASES)., type: str, required: true}
   task: {description: Name of the task that failed., type: str, default: ""}
   message: {description: What the task said., type: str, default: ""}
   unreachable: {description: The node could not be reached., type: bool, default: false}
@@ -44,8 +44,8 @@ class ActionModule(ActionBase):
     _supports_check_mode = False
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
-        from gpuval import steps
-        from gpuval.outputs import OutputError, OutputSet, json_text
+        from gpuval.files.atomic import OutputError, OutputSet, json_text
+        from gpuval.plan import steps
 
         result: dict[str, Any] = super().run(tmp, task_vars)
         _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)

@@ -1,7 +1,7 @@
 # Copyright: gpuval contributors
 # Apache License 2.0 (see pyproject.toml)
 # mypy: allow-subclassing-any
-"""Action gpuval_steps: the step-name registry (gpuval.steps) served to the roles."""
+"""Action gpuval_steps: the step-name registry (gpuval.plan.steps) served to the roles."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ DOCUMENTATION = r"""
 module: gpuval_steps
 short_description: Step names of a gpuval run, and the steps run.json expects
 description:
-  - Answers from C(gpuval.steps) in the controller process; never connects to a node.
+  - Answers from C(gpuval.plan.steps) in the controller process; never connects to a node.
   - Always returns the fixed names (RV(preflight), RV(p2p), RV(mpi_preflight), RV(allnodes),
     RV(failure_records) per phase).
   - With O(collectives), the intranode and internode nccl-tests step of each.
@@ -50,7 +50,7 @@ class ActionModule(ActionBase):
     _supports_check_mode = True
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
-        from gpuval import steps
+        from gpuval.plan import steps
 
         task_vars = task_vars or {}
         result: dict[str, Any] = super().run(tmp, task_vars)
@@ -100,7 +100,7 @@ class ActionModule(ActionBase):
     def _plan_variables(self, task_vars: dict[str, Any], hosts: list[str]) -> dict[str, Any]:
         """The plan's role variables as the nodes see them (an inventory's [gpu_nodes:vars]),
         else as the controller does (-e, group_vars/all)."""
-        from gpuval.steps import PLAN_VARIABLES
+        from gpuval.plan.steps import PLAN_VARIABLES
 
         node_vars = task_vars.get("hostvars", {}).get(hosts[0], {}) if hosts else {}
         found = {}

@@ -4,7 +4,7 @@ checks -> one RunJudgement), write every output from that judgement. The library
 command around them, `report` the same with the judgement kept (gpuval.plugin_api).
 
 Besides the hardware, a run is judged with an acceptance profile (its thresholds and value
-rules) and against a baseline (gpuval.baseline) when there are any:
+rules) and against a baseline (gpuval.checks.baseline) when there are any:
 - profile: `--profile NAME|FILE`; else the one the run folder records (profile.json, written by
   `gpuval run`); `auto` picks the shipped profile that fits the detected hardware (or derives
   one); none: gpuval's default thresholds;
@@ -13,7 +13,7 @@ rules) and against a baseline (gpuval.baseline) when there are any:
 
 Then the outputs: results.json, summary.json, junit.xml, measurements.csv, report.html,
 gpuval.prom (Prometheus) and profile.json, all rendered first and written together, all or none
-(gpuval.outputs: a failed render or a full disk leaves the previous ones whole); the run's rows
+(gpuval.files.atomic: a failed render or a full disk leaves the previous ones whole); the run's rows
 in the history database of its reports folder (RUN_DIR/..; none with --out), and a webhook
 notification when the verdict fails and $GPUVAL_WEBHOOK_URL is set.
 
@@ -42,24 +42,24 @@ from pathlib import Path
 
 from referencing.exceptions import Unresolvable
 
-from gpuval.archive import Archive
-from gpuval.baseline import BaselineError, load_baseline
+from gpuval.checks.baseline import BaselineError, load_baseline
 from gpuval.checks.model import STATUS_ORDER, Check, Status, at_least_as_bad, worst
 from gpuval.checks.thresholds import ThresholdsError, load_thresholds
+from gpuval.files.archive import Archive
+from gpuval.files.atomic import OutputError, OutputSet, json_text
 from gpuval.history.store import HistoryError, RunEntry, index_run
 from gpuval.judgement import Judging, judge_run_folder
 from gpuval.judgement.model import RunJudgement
-from gpuval.notify import payload, send
-from gpuval.outputs import OutputError, OutputSet, json_text
 from gpuval.parsers import no_cycle_collection
 from gpuval.profile import Profile, ProfileError, load_profile, parse_profile
-from gpuval.report import report_files
 from gpuval.report.prometheus import PROMETHEUS_FILE, prometheus_text
+from gpuval.report.results_json import RESULTS_FILE, results_json
 from gpuval.report.summary import checks_by_host
 from gpuval.report.tables import MEASUREMENTS_FILE, measurements_csv
-from gpuval.results import RESULTS_FILE, results_json
+from gpuval.report.webhook import payload, send
+from gpuval.report.writers import report_files
 from gpuval.runfolder import RunFolderError, read_run_folder
-from gpuval.schema import SchemaError
+from gpuval.schemas.validation import SchemaError
 
 __all__ = [
     "EXIT_CODES", "Judging", "Reported", "RunJudgement", "exit_code", "judge",

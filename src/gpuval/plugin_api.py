@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from gpuval import steps
-from gpuval.schedule import LatestTry
+from gpuval.plan import steps
+from gpuval.plan.pair_rounds import LatestTry
 
 CAPTURE_MODULE = "gpuval_capture"
 # The verdict when nothing was judged (bad input), from gpuval report's exit code

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gpuval import parsers
+from gpuval.plan.steps import pair_step
 from gpuval.records.base import Diagnostic, ParseResult
-from gpuval.schema import validator
-from gpuval.steps import pair_step
+from gpuval.schemas.validation import validator
 
 StepProblem = Literal["skipped", "timed_out", "unfinished", "exit_status"]
 

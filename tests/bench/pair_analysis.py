@@ -5,7 +5,7 @@
 Two generated run folders, held in memory as parsed records (no text is parsed per try):
 - 128 hosts, all pairs: 8,128 pairs x 3 kinds (iperf3 both ways, nccl-tests, ib_write_bw on
   rail 0 with host memory), the circle schedule's 127 rounds;
-- 1,024 hosts, staged: the screening round and the confirmation rounds `gpuval.schedule`
+- 1,024 hosts, staged: the screening round and the confirmation rounds `gpuval.plan.pair_rounds`
   plans from its outcomes, the same 3 kinds.
 Both have slow nodes (a low pair is tried again up to the suite's max tries) and a bad link.
 Each host has the preflight outputs the network references read (interface speed, ibstat).
@@ -24,14 +24,14 @@ from pathlib import Path
 from gpuval.checks.pairs import PairThresholds, analyse_pairs
 from gpuval.checks.thresholds import DEFAULTS
 from gpuval.evidence import build_evidence
-from gpuval.host_order import Pair, Rounds, circle_rounds, ordered_pair
 from gpuval.parsers import infiniband, iperf3, nccl_tests, perftest, sysfs_net
+from gpuval.plan.host_order import Pair, Rounds, circle_rounds, ordered_pair
+from gpuval.plan.pair_rounds import screen_rounds, staged_plan
+from gpuval.plan.steps import RdmaLane, RunPlan, expected_steps, pair_step_name
 from gpuval.records.base import ParseResult
 from gpuval.records.nccl import NcclHalf, NcclRow, NcclRun
 from gpuval.records.network import Iperf3Run, IperfSum, PerftestRun
 from gpuval.runfolder import RawFile, RunFolder, Sidecar
-from gpuval.schedule import screen_rounds, staged_plan
-from gpuval.steps import RdmaLane, RunPlan, expected_steps, pair_step_name
 
 TARGET_S = 10.0
 DATA = Path(__file__).resolve().parents[1] / "data/verdicts/pairs-nccl-4hosts-node3-slow"

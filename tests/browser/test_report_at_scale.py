@@ -23,7 +23,7 @@ from tests.browser.conftest import CHROMIUM_FLAGS
 
 from gpuval.judgement.model import RunJudgement
 from gpuval.pipeline import Judging, judge
-from gpuval.report import write_report_files
+from gpuval.report.writers import write_report_files
 
 pytestmark = pytest.mark.browser
 

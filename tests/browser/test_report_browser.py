@@ -21,7 +21,7 @@ import pytest
 from numpy.typing import NDArray
 from tests.report_fixtures import judge, write_run
 
-from gpuval.report import write_report_files
+from gpuval.report.writers import write_report_files
 
 pytestmark = pytest.mark.browser
 

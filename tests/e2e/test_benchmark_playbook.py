@@ -399,7 +399,7 @@ def test_a_node_cut_off_mid_run_keeps_what_it_measured(
 def test_the_report_names_the_task_and_message_that_failed_each_node(
     broken_runs: dict[str, PlaybookRun],
 ) -> None:
-    """The judge reads the failure records (gpuval.steps.failed_phase): the check's reason
+    """The judge reads the failure records (gpuval.plan.steps.failed_phase): the check's reason
     carries the task and the message, not only the step's exit status."""
     cases = [
         ("every-node-fails-preflight", "node1", "expected 8 GPUs, nvidia-smi lists 0"),

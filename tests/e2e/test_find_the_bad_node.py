@@ -39,7 +39,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuval.steps import pair_step
+from gpuval.plan.steps import pair_step
 from tests.simhosts import faults
 from tests.simhosts.cluster import Cluster
 from tests.simhosts.fixtures import simulated_hosts

@@ -13,7 +13,7 @@ import torch  # the `bench` extra; make test installs it
 
 from gpuval.nodebench import allreduce_bench, source_path
 from gpuval.parsers import gpuval_bench
-from gpuval.schema import validate
+from gpuval.schemas.validation import validate
 
 
 def free_port() -> int:

@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.sample_runs import sample_copy
 
 from gpuval.cli import main
-from gpuval.notify import WEBHOOK_ENV, send
+from gpuval.report.webhook import WEBHOOK_ENV, send
 
 
 def samples(path: Path) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

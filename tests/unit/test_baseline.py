@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 from tests.sample_runs import sample_copy
 
-from gpuval.archive import Archive
-from gpuval.baseline import (
+from gpuval.checks.baseline import (
     DEFAULT_RULES,
     Baseline,
     BaselineError,
@@ -23,7 +22,8 @@ from gpuval.baseline import (
     value_checks,
 )
 from gpuval.cli import main
-from gpuval.figures import KeyFigure
+from gpuval.files.archive import Archive
+from gpuval.records.key_figures import KeyFigure
 
 LAMBDA = "lambda-4xh100"
 

@@ -324,7 +324,7 @@ def test_run_json_without_expected_warns_that_missing_steps_go_unnoticed(tmp_pat
 
 
 def test_a_failure_record_names_the_phase_task_and_message(tmp_path: Path) -> None:
-    """The controller's record of a node that failed a phase (gpuval.steps.failed) is read:
+    """The controller's record of a node that failed a phase (gpuval.plan.steps.failed) is read:
     the check says which task failed and why, not only that a step exited with 1."""
     write_run_json(tmp_path, "r", ["n1"])
     record = ("n1 unreachable in phase preflight, task 'Stop on a node that cannot be reached': "

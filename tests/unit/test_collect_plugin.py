@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuval.outputs import OutputError
+from gpuval.files.atomic import OutputError
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -12,7 +12,7 @@ import pytest
 
 from gpuval import parsers
 from gpuval.records.base import ParseResult
-from gpuval.schema import validate
+from gpuval.schemas.validation import validate
 
 DEVICE = Path(__file__).resolve().parents[1] / "data" / "device"
 ENTRIES = [

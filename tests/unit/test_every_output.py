@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gpuval import cli, parsers
-from gpuval.schema import validate
+from gpuval.schemas.validation import validate
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 

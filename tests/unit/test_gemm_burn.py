@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 
 from gpuval.nodebench import gemm_burn  # noqa: E402
 from gpuval.parsers import gpuval_bench  # noqa: E402
-from gpuval.schema import validate  # noqa: E402
+from gpuval.schemas.validation import validate  # noqa: E402
 
 
 def burn(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str, Any]]:

@@ -14,7 +14,7 @@ from gpuval import cli, parsers
 from gpuval.nodebench import source_path
 from gpuval.parsers import gpuval_bench
 from gpuval.records.base import ParseResult
-from gpuval.schema import validate
+from gpuval.schemas.validation import validate
 
 
 def bench_document(**changes: Any) -> dict[str, Any]:

@@ -370,7 +370,7 @@ def test_table_subjects_and_actions_of_other_modules_checks() -> None:
 
 def test_report_outputs_carry_the_node_health_table(run: RunFolder, tmp_path: Path) -> None:
     from gpuval.pipeline import report_run
-    from gpuval.schema import validate
+    from gpuval.schemas.validation import validate
 
     run.healthy("node1")
     run.healthy("node2")

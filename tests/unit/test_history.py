@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from tests.sample_runs import sample_copy
 
-from gpuval.archive import KEPT_WHEN_TRIMMED, Archive
 from gpuval.cli import main
-from gpuval.figures import KeyFigure
+from gpuval.files.archive import KEPT_WHEN_TRIMMED, Archive
 from gpuval.history.compare import compare_runs, comparison_lines
 from gpuval.history.store import RunEntry, connect, index_run
 from gpuval.history.trends import history_table, load_history, render_history
+from gpuval.records.key_figures import KeyFigure
 
 LAMBDA = "lambda-4xh100"
 

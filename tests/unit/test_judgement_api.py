@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from gpuval.baseline import Baseline
+from gpuval.checks.baseline import Baseline
 from gpuval.checks.model import worst
-from gpuval.figures import KeyFigure, figures_from_summary
 from gpuval.judgement.model import Outlier, RunJudgement
 from gpuval.pipeline import Judging, judge, write_outputs
+from gpuval.records.key_figures import KeyFigure, figures_from_summary
 
 REPO = Path(__file__).parents[2]
 SAMPLE = REPO / "tests" / "data" / "sample-run"
@@ -130,6 +130,6 @@ def test_the_verdict_never_depends_on_output_code(module: Path) -> None:
     outputs = {
         name
         for name in _imports(module)
-        if name.startswith(("gpuval.report", "gpuval.pipeline", "gpuval.results"))
+        if name.startswith(("gpuval.report", "gpuval.pipeline", "gpuval.report.results_json"))
     }
     assert outputs == set()

@@ -24,8 +24,8 @@ from tests.report_fixtures import (
 )
 
 from gpuval.judgement.model import RunJudgement
-from gpuval.report import write_report_files
 from gpuval.report.junit import junit_xml
+from gpuval.report.writers import write_report_files
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from gpuval.launch import LaunchError, mpirun_command
+from gpuval.plan.mpirun import LaunchError, mpirun_command
 
 CONTRACT: dict[str, Any] = {
     "mpirun": "/opt/hpcx/ompi/bin/mpirun",

@@ -16,7 +16,7 @@ from tests.sample_runs import sample_copy
 
 from gpuval.cli import main
 from gpuval.profile import ProfileError, load_profile
-from gpuval.schema import validator
+from gpuval.schemas.validation import validator
 
 REPO = Path(__file__).resolve().parents[2]
 RULE = "1 to 100 letters, digits, '.', '_' or '-', the first a letter or digit"
@@ -116,13 +116,13 @@ ROLE_ACCEPTS = _role_accepts()
 
 @given(st.one_of(st.text(max_size=120), st.sampled_from(["run-1", "run-1\n", "a" * 101])))
 def test_the_role_accepts_the_run_ids_gpuval_run_accepts(run_id: str) -> None:
-    from gpuval.names import is_slug
+    from gpuval.files.slugs import is_slug
 
     assert ROLE_ACCEPTS(run_id) == is_slug(run_id)
 
 
 def test_the_schemas_name_baselines_by_the_same_rule() -> None:
-    from gpuval.names import SLUG_PATTERN
+    from gpuval.files.slugs import SLUG_PATTERN
 
     # JSON Schema has no \Z; its $ is the end of the text in the schema's own (ECMA) dialect
     as_schema = SLUG_PATTERN.replace(r"\Z", "$")
@@ -135,7 +135,7 @@ def test_the_schemas_name_baselines_by_the_same_rule() -> None:
 def test_a_slug_never_leaves_its_folder_and_anything_else_is_refused_with_the_rule(
     text: str,
 ) -> None:
-    from gpuval.names import is_slug, slug
+    from gpuval.files.slugs import is_slug, slug
 
     if is_slug(text):
         assert slug(text, "name") == text
@@ -151,6 +151,6 @@ def test_a_slug_never_leaves_its_folder_and_anything_else_is_refused_with_the_ru
 
 @given(st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", fullmatch=True))
 def test_every_name_of_the_rule_is_a_slug(text: str) -> None:
-    from gpuval.names import is_slug
+    from gpuval.files.slugs import is_slug
 
     assert is_slug(text)

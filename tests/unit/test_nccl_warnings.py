@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from gpuval.parsers import all_reduce_bench, gpuval_bench, nccl_tests
-from gpuval.schema import validate
+from gpuval.schemas.validation import validate
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 WARN_LINES: list[dict[str, Any]] = json.loads(

@@ -21,12 +21,13 @@ from typing import Any
 import pytest
 from tests.sample_runs import sample_copy
 
-import gpuval.report
-from gpuval import outputs, pipeline
-from gpuval.archive import Archive
+import gpuval.report.writers
+from gpuval import pipeline
 from gpuval.cli import main
+from gpuval.files import atomic
+from gpuval.files.archive import Archive
+from gpuval.files.atomic import OutputError, OutputSet, write_output
 from gpuval.history.store import HistoryError, RunEntry, index_run
-from gpuval.outputs import OutputError, OutputSet, write_output
 
 RUN_ID = "nightly"
 # What `gpuval report` writes into a run folder (profile.json only with a profile).
@@ -159,7 +160,7 @@ def test_a_render_that_fails_half_way_leaves_the_previous_set_whole(
     def broken(*_: object) -> bytes:
         raise RuntimeError("a renderer bug")
 
-    monkeypatch.setattr(gpuval.report, "junit_xml", broken)  # the last of the report files
+    monkeypatch.setattr(gpuval.report.writers, "junit_xml", broken)  # the last of the report files
     assert main(["report", str(run), "--quiet"]) == 2
     message = capsys.readouterr().err
     assert "could not be rendered (a gpuval bug" in message
@@ -183,7 +184,7 @@ def test_a_set_whose_last_file_fails_replaces_none(
             raise OSError(errno.EDQUOT, os.strerror(errno.EDQUOT))
         real_fsync(descriptor)
 
-    monkeypatch.setattr(outputs.os, "fsync", failing_fsync)
+    monkeypatch.setattr(atomic.os, "fsync", failing_fsync)
     written = OutputSet()
     written.add(first, "new a\n")
     written.add(last, "new b\n")

@@ -1,4 +1,4 @@
-"""The pair plan in commands (gpuval.pair_plan): what roles/bench_pairs runs on each node.
+"""The pair plan in commands (gpuval.plan.pair_plan): what roles/bench_pairs runs on each node.
 
 Expected command lines are written from the tools' own usage (iperf3 -c/-s -1 -J -t -p -R,
 ib_write_bw -d/-p/-F/--report_gbits/-D/-q/-x/--use_cuda, torch.distributed.run's static
@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from gpuval import schedule, steps
-from gpuval.pair_plan import NodeFacts, PairPlan, PairSettings, as_bool, switch
+from gpuval.plan import pair_rounds, steps
+from gpuval.plan.pair_plan import NodeFacts, PairPlan, PairSettings, as_bool, switch
 
 
 def node(address: str, **facts: Any) -> NodeFacts:
@@ -132,7 +132,7 @@ def test_auto_kinds_are_skipped_naming_the_nodes_that_lack_what_they_need() -> N
 
 
 def iperf3_entry(pair_plan: PairPlan) -> Any:
-    return pair_plan.with_commands(schedule.entry(3, "node1", "node2", {"iperf3": 2}))
+    return pair_plan.with_commands(pair_rounds.entry(3, "node1", "node2", {"iperf3": 2}))
 
 
 def test_iperf3_second_node_serves_twice_and_first_measures_both_ways() -> None:
@@ -180,7 +180,7 @@ def test_allreduce_runs_torchrun_on_both_nodes_with_rank_0_on_the_first() -> Non
         "node2": node("10.0.0.2", has_gpu=False),
     }
     pair_plan = plan(nodes, pythonpath="/shared/venv/site-packages", tools_dir="/w/bench")
-    run = pair_plan.with_commands(schedule.entry(1, "node1", "node2", {"allreduce": 1}))["run"]
+    run = pair_plan.with_commands(pair_rounds.entry(1, "node1", "node2", {"allreduce": 1}))["run"]
     allreduce = run["allreduce"]
     tail = ["--max-restarts=0", "/w/bench/allreduce_bench.py", "--min-bytes", "1M",
             "--max-bytes", "64M", "--iterations", "20", "--warmup", "5"]  # fmt: skip
@@ -205,7 +205,7 @@ def test_allreduce_runs_torchrun_on_both_nodes_with_rank_0_on_the_first() -> Non
     assert allreduce["skip_reason"] == ""
     # required without torch on node2: the pair records why it did not run.
     required = plan({**nodes, "node2": node("10.0.0.2", torch_version="")}, allreduce="required")
-    entry = required.with_commands(schedule.entry(1, "node1", "node2", {"allreduce": 1}))
+    entry = required.with_commands(pair_rounds.entry(1, "node1", "node2", {"allreduce": 1}))
     assert entry["run"]["allreduce"]["skip_reason"] == "torch not importable on node2"
 
 
@@ -215,7 +215,9 @@ def test_nccl_runs_one_rank_per_gpu_across_the_pair_from_the_first_node() -> Non
         nccl_collective="all_gather",
         nccl_max_bytes="8G",
     )
-    nccl = pair_plan.with_commands(schedule.entry(2, "node1", "node2", {"nccl": 1}))["run"]["nccl"]
+    nccl = pair_plan.with_commands(pair_rounds.entry(2, "node1", "node2", {"nccl": 1}))["run"][
+        "nccl"
+    ]
     assert nccl["name"] == "pair-nccl-r2-node1--node2-try1"
     assert (nccl["hosts"], nccl["ranks_per_host"]) == (["node1", "node2"], 8)
     assert nccl["program"] == [
@@ -231,9 +233,9 @@ def test_rdma_serves_every_lane_on_its_own_port_and_measures_them_from_the_first
         nodes, rdma="required", rdma_seconds=1, rdma_gid_index="3", rdma_gpus={"mlx5_2": 6}
     )
     lanes = pair_plan.lanes
-    rdma = pair_plan.with_commands(schedule.entry(1, "node1", "node2", {"rdma": 1}, lanes))["run"][
-        "rdma"
-    ]
+    rdma = pair_plan.with_commands(pair_rounds.entry(1, "node1", "node2", {"rdma": 1}, lanes))[
+        "run"
+    ]["rdma"]
     common = ["-F", "--report_gbits", "-D", "1", "-q", "1", "-x", "3"]
     assert [c["name"] for c in rdma["clients"]] == [
         "pair-rdma-rail0-host-r1-node1--node2-try1",
@@ -271,7 +273,7 @@ def test_rdma_serves_every_lane_on_its_own_port_and_measures_them_from_the_first
 def test_without_a_gid_index_or_gpudirect_the_options_are_left_out() -> None:
     pair_plan = plan({"node1": node("a1"), "node2": node("a2")}, rdma_gpudirect=False)
     lanes = pair_plan.lanes
-    rdma = pair_plan.with_commands(schedule.entry(1, "node1", "node2", {"rdma": 1}, lanes))
+    rdma = pair_plan.with_commands(pair_rounds.entry(1, "node1", "node2", {"rdma": 1}, lanes))
     assert rdma["run"]["rdma"]["clients"][0]["command"] == [
         "ib_write_bw", "-d", "mlx5_0", "-p", "18515", "-F", "--report_gbits", "-D", "5",
         "-q", "1", "a2",
@@ -281,7 +283,7 @@ def test_without_a_gid_index_or_gpudirect_the_options_are_left_out() -> None:
 
 def test_an_entry_runs_only_the_kinds_it_tries() -> None:
     pair_plan = plan({"node1": node("a1"), "node2": node("a2")})
-    entry = schedule.entry(4, "node1", "node2", {"iperf3": 3, "nccl": 2})
+    entry = pair_rounds.entry(4, "node1", "node2", {"iperf3": 3, "nccl": 2})
     assert set(pair_plan.with_commands(entry)["run"]) == {"iperf3", "nccl"}
 
 

@@ -18,11 +18,11 @@ from gpuval.checks.model import CLUSTER, Check
 from gpuval.checks.pairs import PairThresholds, analyse_pairs
 from gpuval.checks.thresholds import DEFAULTS
 from gpuval.evidence import pair_evidence
-from gpuval.host_order import circle_rounds, natural_key
 from gpuval.parsers import gpuval_bench, iperf3, nccl_tests, sysfs_net
+from gpuval.plan.host_order import circle_rounds, natural_key
+from gpuval.plan.steps import PairStep, pair_step
 from gpuval.records.network import Iperf3Run
 from gpuval.runfolder import RawFile, RunFolder, Sidecar, read_run_folder
-from gpuval.steps import PairStep, pair_step
 
 HOSTS = ["node1", "node2", "node3", "node4"]
 # Healthy TCP over the simulated bridge: ~15 Gbit/s (shared/notes/test-environment.md)

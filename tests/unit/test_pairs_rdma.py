@@ -9,16 +9,16 @@ from tests.run_folders import pair_analysis
 
 from gpuval.checks.model import CLUSTER, Check
 from gpuval.checks.thresholds import DEFAULTS
-from gpuval.host_order import circle_rounds
 from gpuval.judgement.figures import host_metrics, pair_figures
 from gpuval.judgement.model import RunJudgement
 from gpuval.parsers import perftest
+from gpuval.plan.host_order import circle_rounds
+from gpuval.plan.steps import RdmaLane, RunPlan, expected_steps, pair_step_name
 from gpuval.report.html import build_context
+from gpuval.report.results_json import results_document
 from gpuval.report.summary import build_summary
-from gpuval.results import results_document
 from gpuval.runfolder import RawFile, Sidecar
-from gpuval.schema import validate
-from gpuval.steps import RdmaLane, RunPlan, expected_steps, pair_step_name
+from gpuval.schemas.validation import validate
 
 HOSTS = ["n1", "n2", "n3", "n4"]
 RAILS = 2

@@ -8,7 +8,7 @@ import pytest
 
 from gpuval.parsers import all_reduce_bench
 from gpuval.records.base import ParseResult
-from gpuval.schema import validate
+from gpuval.schemas.validation import validate
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "outputs" / "all_reduce_bench"
 REAL_FILES = sorted(p for p in DATA.iterdir() if p.name != "README.md")

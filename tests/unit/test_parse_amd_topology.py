@@ -9,7 +9,7 @@ import pytest
 from gpuval.parsers import amd_topology, parse_file
 from gpuval.records.base import ParseResult
 from gpuval.records.topology import AmdTopologyRun
-from gpuval.schema import validate
+from gpuval.schemas.validation import validate
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "outputs" / "amd-topology"
 MI300X_BDFS = [

@@ -22,7 +22,7 @@ from gpuval.parsers import (
 )
 from gpuval.records.base import ParseResult
 from gpuval.records.health import KernelLogRun, LspciDevice
-from gpuval.schema import validate
+from gpuval.schemas.validation import validate
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "outputs"
 

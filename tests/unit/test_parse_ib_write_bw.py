@@ -10,7 +10,7 @@ import pytest
 from gpuval import parsers
 from gpuval.parsers import perftest
 from gpuval.records.base import ParseResult
-from gpuval.schema import validate
+from gpuval.schemas.validation import validate
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "outputs" / "ib_write_bw"
 

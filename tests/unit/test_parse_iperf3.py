@@ -9,7 +9,7 @@ import pytest
 
 from gpuval.parsers import iperf3
 from gpuval.records.base import ParseResult
-from gpuval.schema import validate
+from gpuval.schemas.validation import validate
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "outputs" / "iperf3"
 REAL_FILES = sorted(p for p in DATA.iterdir() if p.name != "README.md")

@@ -10,7 +10,7 @@ import pytest
 
 from gpuval import cli
 from gpuval.parsers import nccl_tests
-from gpuval.schema import validate
+from gpuval.schemas.validation import validate
 
 REPO = Path(__file__).resolve().parents[2]
 # Copies of the shared samples, as bundled in the sample run (tests/data/sample-run/README.md).

@@ -9,7 +9,7 @@ import pytest
 from gpuval.parsers import nvidia_smi
 from gpuval.records.base import ParseResult
 from gpuval.records.nvidia_smi import NvidiaSmiRun, PcieLink
-from gpuval.schema import validate
+from gpuval.schemas.validation import validate
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "outputs" / "nvidia-smi"
 FILES = sorted(p for p in DATA.glob("*.txt") if "topo" not in p.name)

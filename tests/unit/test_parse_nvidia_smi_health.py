@@ -8,7 +8,7 @@ from pathlib import Path
 from gpuval.parsers import nvidia_smi
 from gpuval.records.base import ParseResult, to_jsonable
 from gpuval.records.nvidia_smi import NvidiaSmiRun, SmiGpu, SmiHealth
-from gpuval.schema import validate
+from gpuval.schemas.validation import validate
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 REAL = DATA / "outputs" / "nvidia-smi"

@@ -9,7 +9,7 @@ import pytest
 from gpuval.parsers import nvidia_smi_topo
 from gpuval.records.base import ParseResult
 from gpuval.records.topology import TopologyRun
-from gpuval.schema import validate
+from gpuval.schemas.validation import validate
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "outputs" / "nvidia-smi"
 FILES = sorted(DATA.glob("*topo*.txt"))

@@ -11,7 +11,7 @@ from gpuval import parsers
 from gpuval.parsers import p2p_bandwidth
 from gpuval.records.base import ParseResult
 from gpuval.records.p2p import MATRIX_KEYS, P2PRun
-from gpuval.schema import validate
+from gpuval.schemas.validation import validate
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "outputs" / "p2p"
 FILES = sorted(DATA.glob("*.txt"))

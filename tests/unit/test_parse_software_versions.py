@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from gpuval.parsers import software_versions
-from gpuval.schema import validate
+from gpuval.schemas.validation import validate
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "outputs" / "software-versions"
 

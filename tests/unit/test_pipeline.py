@@ -12,7 +12,7 @@ import pytest
 
 from gpuval.checks.model import STATUS_ORDER
 from gpuval.cli import main
-from gpuval.schema import validate
+from gpuval.schemas.validation import validate
 
 SAMPLE = Path(__file__).parents[1] / "data" / "sample-run"
 LAMBDA = SAMPLE / "raw" / "lambda-4xh100"

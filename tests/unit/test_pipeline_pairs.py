@@ -17,8 +17,8 @@ import pytest
 from tests.run_folders import iperf3_pair_steps, write_iperf3_try, write_run_json
 
 from gpuval.cli import main
-from gpuval.host_order import circle_rounds
-from gpuval.schema import validate
+from gpuval.plan.host_order import circle_rounds
+from gpuval.schemas.validation import validate
 
 HOSTS = ["node1", "node2", "node3", "node4"]
 

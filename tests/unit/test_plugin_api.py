@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpuval import plugin_api, steps
+from gpuval import plugin_api
+from gpuval.plan import steps
 
 REPO = Path(__file__).resolve().parents[2]
 H100 = REPO / "tests" / "data" / "device" / "h100-x1-2026-11-22"

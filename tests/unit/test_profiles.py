@@ -21,7 +21,7 @@ from gpuval.profile import (
     profile_for,
     shipped_names,
 )
-from gpuval.schema import validator
+from gpuval.schemas.validation import validator
 
 GOOD = """\
 name: lab

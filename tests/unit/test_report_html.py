@@ -36,9 +36,9 @@ from tests.run_folders import write_step
 
 from gpuval.checks.model import STATUS_ORDER
 from gpuval.judgement.model import RunJudgement
-from gpuval.pages import json_for_script
-from gpuval.report import write_report_files
 from gpuval.report.html import render_report
+from gpuval.report.pages import json_for_script
+from gpuval.report.writers import write_report_files
 
 DEVICE = Path(__file__).parents[1] / "data" / "device" / "h100-x1-2026-11-22"
 SAMPLE_A100 = Path(__file__).parents[1] / "data" / "sample-run" / "raw" / "dgx-8xa100"

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from gpuval import schedule, steps
-from gpuval.schedule import (
+from gpuval.plan import pair_rounds, steps
+from gpuval.plan.pair_rounds import (
     LatestTry,
     circle_rounds,
     confirm_rounds,
@@ -124,7 +124,7 @@ def test_staged_plan_rejects_pairs_of_unknown_hosts() -> None:
 
 
 def test_cli_prints_rounds_and_flat_pairs(capsys: pytest.CaptureFixture[str]) -> None:
-    assert schedule.main(["rounds", "--hosts", "d", "c", "b", "a"]) == 0
+    assert pair_rounds.main(["rounds", "--hosts", "d", "c", "b", "a"]) == 0
     document = json.loads(capsys.readouterr().out)
     assert document["mode"] == "all-pairs" and len(document["rounds"]) == 3
     assert len(document["pairs"]) == 6
@@ -134,11 +134,11 @@ def test_cli_prints_rounds_and_flat_pairs(capsys: pytest.CaptureFixture[str]) ->
 
 def test_cli_staged_confirm_and_bad_pair(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["staged", "--hosts", "a", "b", "c", "d", "--all-nodes", "fail"]
-    assert schedule.main([*argv, "--failed", "a--b", "--passed", "c--d"]) == 0
+    assert pair_rounds.main([*argv, "--failed", "a--b", "--passed", "c--d"]) == 0
     document = json.loads(capsys.readouterr().out)
     assert (document["mode"], document["suspects"]) == ("confirm", ["a", "b"])
     assert document["pairs"] == [{"round": 1, "a": "a", "b": "c"}, {"round": 1, "a": "b", "b": "d"}]
-    assert schedule.main([*argv, "--failed", "ab"]) == 2
+    assert pair_rounds.main([*argv, "--failed", "ab"]) == 2
     assert "HOST--HOST" in capsys.readouterr().err
 
 

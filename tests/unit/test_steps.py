@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpuval import steps
-from gpuval.steps import PLAN_VARIABLES, RunPlan, expected_steps, pair_step
+from gpuval.plan import steps
+from gpuval.plan.steps import PLAN_VARIABLES, RunPlan, expected_steps, pair_step
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -30,9 +30,9 @@ from tests.run_folders import write_step
 
 from gpuval.checks.model import STATUS_ORDER
 from gpuval.judgement.model import RunJudgement
-from gpuval.report import write_report_files
 from gpuval.report.summary import build_summary
-from gpuval.schema import SchemaError, validate
+from gpuval.report.writers import write_report_files
+from gpuval.schemas.validation import SchemaError, validate
 
 BUSBW = "busbw_gbps all_reduce"
 P2P_MIN = "p2p_min_unidirectional_gbps"

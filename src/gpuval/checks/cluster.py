@@ -13,7 +13,7 @@ from gpuval.checks.references import internode_reference
 from gpuval.checks.thresholds import Thresholds
 from gpuval.checks.wording import band_status, number_text, peak_sentence
 from gpuval.evidence import RunEvidence, runs_of
-from gpuval.host_order import natural_key
+from gpuval.plan.host_order import natural_key
 from gpuval.records.collective_bench import CollectiveBenchRun, MpiPreflightRun
 from gpuval.runfolder import RawFile
 

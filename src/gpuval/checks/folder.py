@@ -8,6 +8,7 @@ from pathlib import Path, PurePosixPath
 from gpuval import parsers
 from gpuval.checks.context import Judge
 from gpuval.checks.model import CLUSTER, Check, Status
+from gpuval.plan.steps import failed_phase, pair_step
 from gpuval.records.bandwidth import AllReduceBenchRun, NvbandwidthRun
 from gpuval.records.base import Diagnostic
 from gpuval.records.collective_bench import CollectiveBenchRun
@@ -15,7 +16,6 @@ from gpuval.records.nccl import NcclRun
 from gpuval.records.network import Iperf3Run
 from gpuval.records.p2p import P2PRun
 from gpuval.runfolder import RUN_JSON, RawFile, RefusedPath, host_file
-from gpuval.steps import failed_phase, pair_step
 
 
 def located(diagnostic: Diagnostic) -> str | None:

@@ -56,7 +56,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpuval.schema import fragment_validator
+from gpuval.schemas.validation import fragment_validator
 
 MIB = 1024 * 1024
 

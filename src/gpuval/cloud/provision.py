@@ -40,7 +40,7 @@ from gpuval.cloud.state import (
     state_path,
     write_state,
 )
-from gpuval.outputs import json_text, write_json, write_output
+from gpuval.files.atomic import json_text, write_json, write_output
 
 INVENTORY_FILE = "inventory.yml"
 COST_FILE = "cost.json"

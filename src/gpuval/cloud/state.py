@@ -2,7 +2,8 @@
 
 Every launched instance id is written before anything else happens to it, so whatever ends the
 run (a failure, Ctrl-C, the guard, a later `lambda_teardown.yml`) knows exactly what to terminate.
-Writes are atomic (gpuval.outputs: a temporary file renamed into place) and serialised by a lock
+Writes are atomic (gpuval.files.atomic: a temporary file renamed into place) and serialised by a
+lock
 file, since the playbook and the guard process may both write.
 """
 
@@ -18,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from gpuval.outputs import write_json
+from gpuval.files.atomic import write_json
 
 STATE_DIR = "lambda"
 STATE_FILE = "state.json"

@@ -24,6 +24,7 @@ from gpuval.evidence.model import (
     Topology,
     pci_key,
 )
+from gpuval.plan.steps import AFTER_SUFFIX, HEALTH_PHASE, pair_step
 from gpuval.records.bandwidth import AllReduceBenchRun, NvbandwidthRun
 from gpuval.records.collective_bench import CollectiveBenchRun
 from gpuval.records.health import (
@@ -44,7 +45,6 @@ from gpuval.records.p2p import P2PRun
 from gpuval.records.software import SoftwareVersionRun
 from gpuval.records.topology import AmdTopologyRun, TopologyRun
 from gpuval.runfolder import RawFile, RunFolder
-from gpuval.steps import AFTER_SUFFIX, HEALTH_PHASE, pair_step
 
 R = TypeVar("R")
 

@@ -13,7 +13,8 @@ from typing import Generic, TypeVar
 from gpuval.catalog.catalog import GpuModel
 from gpuval.catalog.network import Port
 from gpuval.catalog.systems import System
-from gpuval.host_order import natural_key
+from gpuval.plan.host_order import natural_key
+from gpuval.plan.steps import PairStep
 from gpuval.records.bandwidth import AllReduceBenchRun, NvbandwidthRun
 from gpuval.records.base import Diagnostic
 from gpuval.records.health import (
@@ -30,7 +31,6 @@ from gpuval.records.nccl import NcclRun
 from gpuval.records.nvidia_smi import NvidiaSmiRun, NvLinkState, PcieLink
 from gpuval.records.p2p import P2PRun
 from gpuval.runfolder import RawFile, RunFolder, StepProblem
-from gpuval.steps import PairStep
 
 R = TypeVar("R")
 

@@ -15,8 +15,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from gpuval.figures import figures_from_summary
-from gpuval.pages import render_page
+from gpuval.records.key_figures import figures_from_summary
+from gpuval.report.pages import render_page
 
 # Healthy run-to-run spread is 5-10 % (gpuval.checks.thresholds): a larger move is not noise.
 REGRESSION_FRACTION = 0.10

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpuval.archive import Archive
 from gpuval.checks.model import STATUS_ORDER
-from gpuval.figures import KeyFigure, figures_from_summary
-from gpuval.outputs import OutputError, existing_mode
+from gpuval.files.archive import Archive
+from gpuval.files.atomic import OutputError, existing_mode
+from gpuval.records.key_figures import KeyFigure, figures_from_summary
 
 if TYPE_CHECKING:
     from gpuval.judgement.model import RunJudgement

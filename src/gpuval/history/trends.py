@@ -15,9 +15,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from gpuval.archive import Archive
+from gpuval.files.archive import Archive
 from gpuval.history.store import connect
-from gpuval.pages import plotly_text, render_page
+from gpuval.report.pages import plotly_text, render_page
 
 # More hosts than this on one chart: the median, the min-max band and the worst few instead.
 MAX_LINES = 8

@@ -3,7 +3,7 @@ acceptance profile's value rules and the baseline on the key figures -> one RunJ
 every output reads (gpuval.judgement.model).
 
 A run is judged with an acceptance profile (its thresholds and value rules) and against a
-baseline (gpuval.baseline) when there are any (`Judging`); the verdict is the worst check, no
+baseline (gpuval.checks.baseline) when there are any (`Judging`); the verdict is the worst check, no
 check at all an error.
 """
 
@@ -12,12 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuval import __version__
-from gpuval.baseline import DEFAULT_RULES, Baseline, baseline_checks, value_checks
 from gpuval.checks import judge_run
+from gpuval.checks.baseline import DEFAULT_RULES, Baseline, baseline_checks, value_checks
 from gpuval.checks.model import CLUSTER, Check, worst
 from gpuval.checks.thresholds import Thresholds, load_thresholds
 from gpuval.evidence import HostFacts, RunEvidence, build_evidence
-from gpuval.figures import KeyFigure
 from gpuval.judgement.figures import host_metrics, in_host_order, outliers, unordered_figures
 from gpuval.judgement.measurements import measurement_rows
 from gpuval.judgement.model import FileEntry, RunJudgement
@@ -25,6 +24,7 @@ from gpuval.judgement.series import busbw_series, p2p_runs, topo_runs
 from gpuval.profile import Profile, fits, node_shape
 from gpuval.profile import profile_for as profile_for_shapes
 from gpuval.records.base import to_jsonable
+from gpuval.records.key_figures import KeyFigure
 from gpuval.runfolder import RawFile, RunFolder
 
 __all__ = ["Judging", "RunJudgement", "judge_run_folder"]

@@ -1,5 +1,5 @@
-"""Key figures (gpuval.figures), the host metrics and their outliers, made by the judge: the
-baseline and value rules judge the figures, and every output shows these same numbers.
+"""Key figures (gpuval.records.key_figures), the host metrics and their outliers, made by the
+judge: the baseline and value rules judge the figures, and every output shows these same numbers.
 
 - host metrics: per host, the large-message busbw of each collective (the floor of the plateau
   the busbw check judges) and the lowest unidirectional P2P cell; several runs: the lowest;
@@ -16,7 +16,6 @@ from typing import Any
 from gpuval.checks.consistency import below_median
 from gpuval.checks.pairs import KINDS, row_kind
 from gpuval.checks.thresholds import Thresholds
-from gpuval.figures import KeyFigure
 from gpuval.judgement.model import (
     BUSBW_PREFIX,
     P2P_METRIC,
@@ -26,6 +25,7 @@ from gpuval.judgement.model import (
     P2PRun,
     busbw_metric,
 )
+from gpuval.records.key_figures import KeyFigure
 from gpuval.records.nvidia_smi import EccCounts, NvidiaSmiRun, SmiGpu, SmiHealth
 from gpuval.runfolder import RawFile
 

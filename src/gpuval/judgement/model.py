@@ -11,14 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuval.baseline import Baseline
+from gpuval.checks.baseline import Baseline
 from gpuval.checks.model import Check, Expectation, Status
 from gpuval.checks.pairs import PairAnalysis
 from gpuval.checks.thresholds import Thresholds
 from gpuval.evidence import HostFacts
-from gpuval.figures import KeyFigure
 from gpuval.profile import Profile
 from gpuval.records.base import Diagnostic
+from gpuval.records.key_figures import KeyFigure
 from gpuval.runfolder import Sidecar
 
 __all__ = [

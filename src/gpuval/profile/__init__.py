@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING, Any, cast
 import yaml
 from jsonschema.exceptions import ValidationError
 
-from gpuval.baseline import DEFAULT_RULES, Rule
 from gpuval.catalog import find_system, identify_gpu
+from gpuval.checks.baseline import DEFAULT_RULES, Rule
 from gpuval.checks.thresholds import DEFAULTS, Thresholds, threshold_problems
-from gpuval.names import is_slug
-from gpuval.schema import validator
+from gpuval.files.slugs import is_slug
+from gpuval.schemas.validation import validator
 
 if TYPE_CHECKING:
     from gpuval.evidence import HostEvidence

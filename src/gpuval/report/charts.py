@@ -14,7 +14,7 @@ from typing import Any
 
 from gpuval.checks.model import Expectation
 from gpuval.judgement.model import BusbwSeries, Outlier, busbw_metric, off_diagonal
-from gpuval.pages import plotly_text
+from gpuval.report.pages import plotly_text
 
 Figure = dict[str, Any]
 

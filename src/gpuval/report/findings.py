@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 
 from gpuval.checks.model import CLUSTER, STATUS_ORDER, Check, Status, rank
-from gpuval.host_order import natural_key
+from gpuval.plan.host_order import natural_key
 
 NUMBER = re.compile(r"\d+(?:\.\d+)?")
 VARYING = "<...>"

@@ -12,7 +12,6 @@ from typing import Any
 import jinja2
 
 from gpuval.checks.model import STATUS_ORDER, Check, Expectation, rank
-from gpuval.host_order import natural_key
 from gpuval.judgement.model import (
     BUSBW_PREFIX,
     P2P_METRIC,
@@ -23,10 +22,11 @@ from gpuval.judgement.model import (
     TopoRun,
 )
 from gpuval.judgement.vocabulary import KINDS, PairKind, reference_name, row_kind, suggested_action
-from gpuval.pages import environment as page_environment
-from gpuval.pages import format_value
+from gpuval.plan.host_order import natural_key
 from gpuval.report import charts
 from gpuval.report.findings import Finding, group_findings, overview, share
+from gpuval.report.pages import environment as page_environment
+from gpuval.report.pages import format_value
 from gpuval.report.summary import (
     HostRow,
     PairNode,

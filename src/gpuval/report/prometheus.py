@@ -108,6 +108,6 @@ def build_registry(judgement: RunJudgement) -> CollectorRegistry:
 
 
 def prometheus_text(judgement: RunJudgement) -> bytes:
-    """The content of gpuval.prom (written through gpuval.outputs, renamed into place, so the
+    """The content of gpuval.prom (written through gpuval.files.atomic, renamed into place, so the
     collector never reads half a file)."""
     return generate_latest(build_registry(judgement))

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuval.checks.model import CLUSTER, STATUS_ORDER, Check, Status, rank, worst
-from gpuval.figures import figure_entry
 from gpuval.judgement.model import RunJudgement
 from gpuval.judgement.vocabulary import HEALTH_SUBJECTS, health_subject, row_kind, suggested_action
 from gpuval.records.base import Diagnostic, to_jsonable
+from gpuval.records.key_figures import figure_entry
 
 SCHEMA_VERSION = 1
 

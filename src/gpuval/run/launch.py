@@ -34,15 +34,15 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
 
-from gpuval.archive import Archive
 from gpuval.checks.model import Status
 from gpuval.cloud.key_handover import KEY_SOCKET_ENV, serving_key
 from gpuval.cloud.lambda_api import API_KEY_ENV
-from gpuval.outputs import OutputSet, json_text
+from gpuval.files.archive import Archive
+from gpuval.files.atomic import OutputSet, json_text
 from gpuval.pipeline import AUTO, DEFAULT_FAIL_ON, EXIT_ERROR, PROFILE_RECORD, report_run
+from gpuval.plan.steps import PLANNED_PHASES as MEASURING_PHASES
 from gpuval.profile import Profile
 from gpuval.run.progress import Progress, ticking
-from gpuval.steps import PLANNED_PHASES as MEASURING_PHASES
 
 RUN_ID_FORMAT = "%Y%m%dT%H%M%SZ"
 STOP_GRACE_S = 30.0

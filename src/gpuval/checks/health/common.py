@@ -9,8 +9,8 @@ from gpuval.checks.context import Judge
 from gpuval.checks.model import Check, Status, rank
 from gpuval.checks.wording import listed
 from gpuval.evidence import HostEvidence, Parsed
+from gpuval.plan.steps import after_step
 from gpuval.records.nvidia_smi import NvidiaSmiRun, SmiGpu
-from gpuval.steps import after_step
 
 Problem = tuple[Status, str, str | None]  # status, what was found, what to do
 

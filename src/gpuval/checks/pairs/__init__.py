@@ -1,7 +1,7 @@
 """Find the bad node: pair tests (iperf3, the all-reduce benchmark, nccl-tests between two
 nodes) judged against what the healthy pairs reach, and against the network itself.
 
-Step and file names are `gpuval.steps`' pair steps. For iperf3 the client x of the pair (x, y)
+Step and file names are `gpuval.plan.steps`' pair steps. For iperf3 the client x of the pair (x, y)
 runs `iperf3 -c y -J` (x--y) and `iperf3 -c y -R -J` (y--x), both saved in raw/x/; the other
 kinds lie in the folder of the rank-0 host. A failed, timed-out or low try is repeated up to the
 configured number of tries; only try1 belongs in run.json `expected`.

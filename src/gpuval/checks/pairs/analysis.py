@@ -25,7 +25,7 @@ from gpuval.checks.pairs.verdicts import (
     pair_verdict,
 )
 from gpuval.evidence import RunEvidence
-from gpuval.steps import RdmaLane
+from gpuval.plan.steps import RdmaLane
 
 Row = dict[str, object]
 TRY_COLUMNS = [f.name for f in fields(Try)]

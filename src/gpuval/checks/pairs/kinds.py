@@ -6,7 +6,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from gpuval.checks.thresholds import DEFAULTS, Thresholds
-from gpuval.steps import RdmaLane
+from gpuval.plan.steps import RdmaLane
 
 Outcome = Literal["ok", "failed", "wrong", "skipped"]  # wrong: the results were wrong
 

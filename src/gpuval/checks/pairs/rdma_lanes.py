@@ -10,7 +10,7 @@ from gpuval.checks.pairs.kinds import KINDS, PairKind, PairThresholds
 from gpuval.checks.pairs.tries import Try, natural
 from gpuval.checks.pairs.verdicts import PairVerdict, is_low, percent
 from gpuval.checks.wording import number_text
-from gpuval.steps import RdmaLane
+from gpuval.plan.steps import RdmaLane
 
 
 def kinds_and_lanes(tries: Sequence[Try]) -> list[tuple[str, RdmaLane | None, PairKind]]:

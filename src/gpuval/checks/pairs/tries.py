@@ -11,11 +11,11 @@ from functools import lru_cache
 from gpuval.checks.nccl import nccl_problems
 from gpuval.checks.pairs.kinds import KINDS, Outcome, PairKind
 from gpuval.evidence import ExpectedPairStep, PairTry, RunEvidence
-from gpuval.host_order import natural_key
+from gpuval.plan.host_order import natural_key
+from gpuval.plan.steps import PairStep, RdmaLane
 from gpuval.records.collective_bench import CollectiveBenchRun
 from gpuval.records.nccl import NcclRun
 from gpuval.records.network import Iperf3Run, PerftestRun
-from gpuval.steps import PairStep, RdmaLane
 
 
 @dataclass

@@ -13,7 +13,7 @@ from gpuval.checks.model import Check, Status
 from gpuval.checks.pairs.kinds import PairKind, PairThresholds
 from gpuval.checks.pairs.tries import Try, natural
 from gpuval.checks.wording import band_status, number_text
-from gpuval.steps import RdmaLane
+from gpuval.plan.steps import RdmaLane
 
 # A CPU-bound pair measures how fast the two CPUs reduce, which a busy or shared CPU slows by a
 # fifth or more; below low_fraction it warns, and fails only below busbw_fail_fraction.

@@ -7,7 +7,7 @@ from typing import Any
 
 from gpuval.judgement.model import RunJudgement
 from gpuval.records.base import to_jsonable
-from gpuval.schema import validate
+from gpuval.schemas.validation import validate
 
 
 def results_document(judgement: RunJudgement) -> dict[str, Any]:

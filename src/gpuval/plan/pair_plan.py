@@ -18,8 +18,8 @@ from dataclasses import dataclass, field, fields
 from functools import cached_property
 from typing import Any
 
-from gpuval import schedule, steps
-from gpuval.host_order import PAIR_SEPARATOR
+from gpuval.plan import pair_rounds, steps
+from gpuval.plan.host_order import PAIR_SEPARATOR
 
 # Ansible's `bool` filter: these are true, everything else false.
 TRUE_WORDS = frozenset(("y", "yes", "on", "1", "true", "t"))
@@ -176,7 +176,7 @@ NODE_VARIABLES = (
 )
 
 
-class PlannedEntry(schedule.Entry):
+class PlannedEntry(pair_rounds.Entry):
     """A schedule entry with its label (`pair`: a--b), its two `hosts` and what they `run`."""
 
     pair: str
@@ -337,7 +337,7 @@ class PairPlan:
             parts[host] = part
         return parts
 
-    def _iperf3(self, item: schedule.Entry) -> dict[str, Any]:
+    def _iperf3(self, item: pair_rounds.Entry) -> dict[str, Any]:
         """b serves two one-off tests; a sends to b, then (-R, the next port) b sends to a."""
         s = self.settings
         port, timeout = s.iperf3_port, s.iperf3_timeout_s
@@ -368,7 +368,7 @@ class PairPlan:
             "clients_timeout": 2 * timeout + 60,
         }
 
-    def _allreduce(self, item: schedule.Entry) -> dict[str, Any]:
+    def _allreduce(self, item: pair_rounds.Entry) -> dict[str, Any]:
         a, b = item["a"], item["b"]
         no_torch = self._lacking(lambda n: n.torch_version)
         without = [h for h in no_torch if h in (a, b)]
@@ -390,7 +390,7 @@ class PairPlan:
             "task_timeout": timeout + 60,
         }
 
-    def _nccl(self, item: schedule.Entry) -> dict[str, Any]:
+    def _nccl(self, item: pair_rounds.Entry) -> dict[str, Any]:
         """nccl-tests across both nodes from a, one rank per GPU, through the launch contract."""
         s = self.settings
         a = self.nodes[item["a"]]
@@ -420,13 +420,13 @@ class PairPlan:
             command.append(f"--use_cuda={s.rdma_gpus.get(hca, lane.rail)}")
         return command
 
-    def rail_missing(self, item: schedule.Entry, rail: int) -> str:
+    def rail_missing(self, item: pair_rounds.Entry, rail: int) -> str:
         """Why the pair cannot measure `rail` ('' when it can): a node without an HCA for it."""
         having = self.hosts_with_rail[rail] if rail < len(self.hosts_with_rail) else []
         without = [h for h in (item["a"], item["b"]) if h not in having]
         return f"no HCA for rail {rail} on {', '.join(without)}" if without else ""
 
-    def _rdma(self, item: schedule.Entry) -> dict[str, Any]:
+    def _rdma(self, item: pair_rounds.Entry) -> dict[str, Any]:
         """b serves every lane at once, each on its own port; a measures them one after another
         in one call, so rails never share the PCIe or the network while measured."""
         s = self.settings
@@ -465,7 +465,7 @@ class PairPlan:
             "task_timeout": server_timeout + 60,
         }
 
-    def with_commands(self, item: schedule.Entry) -> PlannedEntry:
+    def with_commands(self, item: pair_rounds.Entry) -> PlannedEntry:
         """The entry with what each side runs for each kind it tries."""
         build = {
             "iperf3": self._iperf3,
@@ -481,7 +481,7 @@ class PairPlan:
         }
 
     def rounds_with_commands(
-        self, rounds: Sequence[Sequence[schedule.Entry]]
+        self, rounds: Sequence[Sequence[pair_rounds.Entry]]
     ) -> list[list[PlannedEntry]]:
         return [[self.with_commands(item) for item in items] for items in rounds]
 

@@ -7,11 +7,11 @@ import argparse
 import math
 from collections.abc import Callable
 
-from gpuval.names import slug
+from gpuval.files.slugs import slug
 
 
 def slug_option(what: str) -> Callable[[str], str]:
-    """An argparse type: the value when it is a slug (gpuval.names), else a usage error."""
+    """An argparse type: the value when it is a slug (gpuval.files.slugs), else a usage error."""
 
     def checked(text: str) -> str:
         try:

@@ -32,7 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from gpuval.host_order import circle_rounds
+from gpuval.plan.host_order import circle_rounds
 
 P2P = "p2pBandwidthLatencyTest"
 MPI_PREFLIGHT = "mpi-preflight"

@@ -11,7 +11,7 @@ Two modes:
   are suspects, and each suspect is then paired with hosts that passed (`confirm_rounds`),
   as Google's cluster-health-scanner and NVIDIA's cluster readiness tests do.
 
-Host order and the circle schedule itself live in `gpuval.host_order` (the step registry needs
+Host order and the circle schedule itself live in `gpuval.plan.host_order` (the step registry needs
 them too; this module builds on both).
 
 Between the rounds of the pair phase (the `gpuval_pairs` action plugin): `next_stage` plans what
@@ -19,9 +19,10 @@ runs next, `retry_entries` + `pack_rounds` what runs again to confirm a failure.
 is an `Entry`: its round, hosts, the try number of each kind and the step names it writes.
 
 From a shell:
-  python -m gpuval.schedule rounds --hosts a b c d
-  python -m gpuval.schedule staged --hosts a b c d --all-nodes fail
-  python -m gpuval.schedule staged --hosts a b c d --all-nodes fail --failed a--b --passed c--d
+  python -m gpuval.plan.pair_rounds rounds --hosts a b c d
+  python -m gpuval.plan.pair_rounds staged --hosts a b c d --all-nodes fail
+  python -m gpuval.plan.pair_rounds staged --hosts a b c d --all-nodes fail \
+      --failed a--b --passed c--d
 Each prints one JSON document: {"mode", "hosts", "suspects", "known_good", "rounds":
 [[["a","b"], ...], ...], "pairs": [{"round": 1, "a": "a", "b": "b"}, ...]} (`pairs` is the
 same schedule flattened for a `loop:`; rounds are numbered from 1).
@@ -36,8 +37,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Literal, TypedDict
 
-from gpuval import steps
-from gpuval.host_order import (
+from gpuval.plan import steps
+from gpuval.plan.host_order import (
     PAIR_SEPARATOR,
     Pair,
     Rounds,
@@ -332,7 +333,7 @@ def parse_pair(text: str) -> Pair:
 
 def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m gpuval.schedule", description="Pair-test schedules as JSON."
+        prog="python -m gpuval.plan.pair_rounds", description="Pair-test schedules as JSON."
     )
     commands = parser.add_subparsers(dest="command", required=True)
     rounds = commands.add_parser("rounds", help="all pairs in rounds of disjoint pairs")
@@ -361,7 +362,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 arguments.hosts, arguments.all_nodes == "pass", outcomes, arguments.partners
             )
     except ValueError as problem:
-        print(f"gpuval.schedule: {problem}", file=sys.stderr)
+        print(f"gpuval.plan.pair_rounds: {problem}", file=sys.stderr)
         return 2
     print(json.dumps(plan.to_dict(), indent=2))
     return 0

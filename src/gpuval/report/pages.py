@@ -15,7 +15,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-TEMPLATES = Path(__file__).parent / "report" / "templates"
+TEMPLATES = Path(__file__).parent / "templates"
 
 
 def json_for_script(value: Any) -> Markup:

@@ -1,5 +1,6 @@
-"""Host order and the all-pairs circle schedule: the leaf both the step registry (`gpuval.steps`,
-run.json's expected pair steps) and the planner (`gpuval.schedule`) build on.
+"""Host order and the all-pairs circle schedule: the leaf both the step registry
+(`gpuval.plan.steps`, run.json's expected pair steps) and the planner
+(`gpuval.plan.pair_rounds`) build on.
 
 Host order is the natural order of the names ("node2" before "node10") whatever order the
 inventory gives, so the same hosts always give the same plan; within a pair the first host is

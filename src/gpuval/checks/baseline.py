@@ -32,14 +32,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from gpuval.archive import Archive, ArchiveError
 from gpuval.checks.model import Category, Check, Status
 from gpuval.checks.wording import number_text, percent
-from gpuval.figures import KeyFigure, figure_entry, figures_from_summary
-from gpuval.names import is_slug, slug
-from gpuval.outputs import write_json
+from gpuval.files.archive import Archive, ArchiveError
+from gpuval.files.atomic import write_json
+from gpuval.files.slugs import is_slug, slug
+from gpuval.records.key_figures import KeyFigure, figure_entry, figures_from_summary
 from gpuval.runfolder import load_json
-from gpuval.schema import SchemaError, validate
+from gpuval.schemas.validation import SchemaError, validate
 
 RuleKind = Literal["variance", "value", "fleet"]
 BANDWIDTH_FIGURES = ("busbw.*", "p2p.*", "pair.*")
@@ -169,7 +169,7 @@ GOOD_VERDICTS = ("pass", "warn", "unjudged")
 
 
 def _baseline_name(name: str) -> str:
-    """A name that stays a file of baselines/ (gpuval.names), else a BaselineError."""
+    """A name that stays a file of baselines/ (gpuval.files.slugs), else a BaselineError."""
     try:
         return slug(name, "baseline name")
     except ValueError as problem:

@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpuval import __version__
-from gpuval.options import change_fraction, count, slug_option
-from gpuval.outputs import OutputError, write_output
+from gpuval.cli.options import change_fraction, count, slug_option
+from gpuval.files.atomic import OutputError, write_output
 
 if TYPE_CHECKING:
-    from gpuval.archive import Archive
+    from gpuval.files.archive import Archive
 
 FAIL_ON = ("fail", "unjudged", "warn")  # the --fail-on choices, strictest last
 
@@ -305,7 +305,7 @@ def _error(command: str, message: str) -> int:
 
 
 def _archive(args: argparse.Namespace) -> Archive:
-    from gpuval.archive import Archive
+    from gpuval.files.archive import Archive
 
     return Archive(args.reports) if args.reports else Archive.default()
 
@@ -332,8 +332,8 @@ def _parse(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from gpuval.notify import WebhookUrlError, take_webhook_url
     from gpuval.pipeline import report_run
+    from gpuval.report.webhook import WebhookUrlError, take_webhook_url
 
     try:
         webhook_url = take_webhook_url()
@@ -368,8 +368,8 @@ def _ara_environment() -> dict[str, str]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from gpuval.notify import WebhookUrlError, take_webhook_url
     from gpuval.profile import ProfileError, load_profile
+    from gpuval.report.webhook import WebhookUrlError, take_webhook_url
     from gpuval.run import launch, providers
 
     try:
@@ -443,7 +443,7 @@ def _history(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from gpuval.archive import ArchiveError
+    from gpuval.files.archive import ArchiveError
     from gpuval.history.compare import (
         REGRESSION_FRACTION,
         compare_runs,
@@ -468,7 +468,7 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _baseline(args: argparse.Namespace) -> int:
-    from gpuval.baseline import BaselineError, create_baseline, list_baselines
+    from gpuval.checks.baseline import BaselineError, create_baseline, list_baselines
 
     archive = _archive(args)
     if args.action == "list":
