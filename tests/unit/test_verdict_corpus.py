@@ -28,13 +28,13 @@ MAX_CORPUS_BYTES = 2_000_000
 
 
 @dataclass(frozen=True)
-class Judged:
+class BusbwChoice:
     exit_code: int
     verdict: str
     checks: list[dict[str, Any]]
 
 
-def judge(case_dir: Path, out_dir: Path, capsys: pytest.CaptureFixture[str]) -> Judged:
+def judge(case_dir: Path, out_dir: Path, capsys: pytest.CaptureFixture[str]) -> BusbwChoice:
     """The case judged by gpuval.pipeline.report_run. A folder so broken that no results are
     written (bad input) counts as one error of the whole run whose reason is what gpuval printed."""
     exit_code = report_run(case_dir, out_dir=out_dir, quiet=True)
@@ -43,10 +43,10 @@ def judge(case_dir: Path, out_dir: Path, capsys: pytest.CaptureFixture[str]) -> 
     if not summary.is_file():
         assert exit_code == EXIT_CODES["error"], f"no summary.json, yet exit status {exit_code}"
         error = {"check_id": "run-folder", "host": CLUSTER, "status": "error", "reason": printed}
-        return Judged(exit_code, "error", [error])
+        return BusbwChoice(exit_code, "error", [error])
     verdict = json.loads(summary.read_text())["verdict"]
     checks: list[dict[str, Any]] = json.loads((out_dir / "results.json").read_text())["checks"]
-    return Judged(exit_code, verdict, checks)
+    return BusbwChoice(exit_code, verdict, checks)
 
 
 def listing(checks: list[dict[str, Any]]) -> str:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from gpuval.checks.cluster import cluster_checks
 from gpuval.checks.consistency import outlier_checks, version_checks
-from gpuval.checks.context import Judge
+from gpuval.checks.context import JudgeState
 from gpuval.checks.folder import (
     evidence_check,
     expected_step_checks,
@@ -42,7 +42,7 @@ class CheckOutcome:
 
 def judge_run(evidence: RunEvidence, thresholds: Thresholds) -> CheckOutcome:
     """All checks of a run, in a deterministic order, and the peaks they used."""
-    judge = Judge(evidence, thresholds)
+    judge = JudgeState(evidence, thresholds)
     folder_checks(judge)
     step_checks(judge)
     expected_step_checks(judge)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from gpuval.checks.context import Judge
+from gpuval.checks.context import JudgeState
 from gpuval.checks.folder import is_pair_file
 from gpuval.checks.model import CLUSTER, Check, Expectation
 from gpuval.checks.references import internode_reference
@@ -138,7 +138,7 @@ def allnodes_bench_checks(
     return checks, expectations
 
 
-def cluster_checks(judge: Judge) -> None:
+def cluster_checks(judge: JudgeState) -> None:
     judge.checks += mpi_preflight_checks(judge.evidence.folder.files)
     checks, expectations = allnodes_bench_checks(
         judge.evidence.folder.files, judge.evidence, judge.thresholds

@@ -6,14 +6,14 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
-from gpuval.checks.context import Judge
+from gpuval.checks.context import JudgeState
 from gpuval.checks.model import CLUSTER, Category, Check
 from gpuval.checks.thresholds import Thresholds
 from gpuval.checks.wording import percent
 
 
 def mixed_values_checks(
-    judge: Judge, check_id: str, category: Category, label: str, values: dict[str, str]
+    judge: JudgeState, check_id: str, category: Category, label: str, values: dict[str, str]
 ) -> None:
     """One cluster check when hosts disagree on `values` (host -> value), plus one per host of a
     minority value; with no clear majority, no host can be blamed and only the cluster fails.
@@ -51,7 +51,7 @@ def mixed_values_checks(
 VERSION_LABELS = {"nccl": "NCCL", "driver": "driver", "cuda": "CUDA", "mpi": "MPI"}
 
 
-def version_checks(judge: Judge) -> None:
+def version_checks(judge: JudgeState) -> None:
     for key, label in VERSION_LABELS.items():
         values = {h.name: h.versions[key] for h in judge.evidence.hosts.values()
                   if key in h.versions}  # fmt: skip
@@ -72,7 +72,7 @@ def below_median(
     return median, [i for i, value in enumerate(values) if median and value < cutoff]
 
 
-def outlier_checks(judge: Judge) -> None:
+def outlier_checks(judge: JudgeState) -> None:
     """A host whose bandwidth lies well below the median of the same check on other hosts.
     Check ids keep single-node and across-node runs apart, so they never mix here."""
     groups: dict[str, list[Check]] = {}

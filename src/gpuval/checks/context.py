@@ -11,7 +11,7 @@ from gpuval.evidence import RunEvidence
 
 
 @dataclass
-class Judge:
+class JudgeState:
     """Checks and the expectations (peaks) they were judged against, for one run."""
 
     evidence: RunEvidence

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path, PurePosixPath
 
 from gpuval import parsers
-from gpuval.checks.context import Judge
+from gpuval.checks.context import JudgeState
 from gpuval.checks.model import CLUSTER, Check, Status
 from gpuval.plan.steps import failed_phase, pair_step
 from gpuval.records.bandwidth import AllReduceBenchRun, NvbandwidthRun
@@ -37,7 +37,7 @@ def _diagnostic_status(diagnostic: Diagnostic) -> Status:
     return "error" if diagnostic.source == RUN_JSON else "fail"
 
 
-def folder_checks(judge: Judge) -> None:
+def folder_checks(judge: JudgeState) -> None:
     """Run-folder problems (run.json, bad sidecars, missing raw files, files without sidecar,
     paths refused), a run.json that cannot say which hosts were expected, and hosts listed in
     run.json that left nothing."""
@@ -116,7 +116,7 @@ def _step_problem(raw: RawFile, run_dir: Path) -> tuple[Status, str] | None:
     return "fail", f"{step} exited with status {detail}"
 
 
-def step_checks(judge: Judge) -> None:
+def step_checks(judge: JudgeState) -> None:
     """Each step's sidecar: skipped, timed out, unfinished or non-zero exit status."""
     for raw in judge.evidence.folder.files:
         if is_pair_file(raw):
@@ -131,7 +131,7 @@ def step_checks(judge: Judge) -> None:
             ))  # fmt: skip
 
 
-def expected_step_checks(judge: Judge) -> None:
+def expected_step_checks(judge: JudgeState) -> None:
     """Every step run.json expects on a reachable host must have left a sidecar or output
     (expected pair steps are accounted for by the pair analysis)."""
     folder = judge.evidence.folder
@@ -148,7 +148,7 @@ def expected_step_checks(judge: Judge) -> None:
                 ))  # fmt: skip
 
 
-def parse_checks(judge: Judge) -> None:
+def parse_checks(judge: JudgeState) -> None:
     """Parser errors fail (numbers could not be read); parser warnings warn, one line per file."""
     for raw in judge.evidence.folder.files:
         if raw.parse is None or is_pair_file(raw):  # a pair try's errors are its pair's reason
@@ -191,7 +191,7 @@ def _measured(raw: RawFile) -> bool:
 INSPECTED = ("topology", "hardware", "network")
 
 
-def evidence_check(judge: Judge) -> None:
+def evidence_check(judge: JudgeState) -> None:
     """A run with nothing measured and no hardware judged (a board, a GPU count, a port) is an
     error, never a pass. A preflight-only run that judged its board stands on that."""
     files = judge.evidence.folder.files

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from gpuval.catalog import link_problems
 from gpuval.checks.consistency import mixed_values_checks
-from gpuval.checks.context import Judge
+from gpuval.checks.context import JudgeState
 from gpuval.checks.model import Check, Status
 from gpuval.evidence import HostEvidence
 
@@ -19,7 +19,7 @@ def _links_confirm(host: HostEvidence) -> bool:
     return not link_problems(system, topo.links, model)
 
 
-def _model_check(judge: Judge, host: HostEvidence) -> None:
+def _model_check(judge: JudgeState, host: HostEvidence) -> None:
     declared = host.declared.gpu_model
     if not declared:
         return
@@ -60,7 +60,7 @@ def _model_check(judge: Judge, host: HostEvidence) -> None:
     judge.add(check)
 
 
-def _count_check(judge: Judge, host: HostEvidence) -> None:
+def _count_check(judge: JudgeState, host: HostEvidence) -> None:
     declared = host.declared.gpus_per_node
     if declared is None:
         return
@@ -81,7 +81,7 @@ def _count_check(judge: Judge, host: HostEvidence) -> None:
     ))  # fmt: skip
 
 
-def _system_check(judge: Judge, host: HostEvidence) -> None:
+def _system_check(judge: JudgeState, host: HostEvidence) -> None:
     declared = host.declared.system
     if not declared:
         return
@@ -106,13 +106,13 @@ def _system_check(judge: Judge, host: HostEvidence) -> None:
     ))  # fmt: skip
 
 
-def _mixed_models(judge: Judge) -> None:
+def _mixed_models(judge: JudgeState) -> None:
     models = {h.name: h.detected_model.model for h in judge.evidence.hosts.values()
               if h.detected_model}  # fmt: skip
     mixed_values_checks(judge, "hardware.mixed-gpu-models", "hardware", "GPU models", models)
 
 
-def hardware_checks(judge: Judge) -> None:
+def hardware_checks(judge: JudgeState) -> None:
     for host in judge.evidence.hosts.values():
         if not host.reachable:
             continue

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from gpuval.catalog import nvlink_count
 from gpuval.catalog.nccl_warnings import WarningMeaning, classify
-from gpuval.checks.context import Judge
+from gpuval.checks.context import JudgeState
 from gpuval.checks.folder import is_pair_file
 from gpuval.checks.model import CLUSTER, Category, Check, Status
 from gpuval.checks.references import (
@@ -162,14 +162,14 @@ def _scope(collective: str, multinode: bool) -> str:
     return f"{collective}.internode" if multinode else collective
 
 
-def _named_host(judge: Judge, name: str | None, owner: str) -> str:
+def _named_host(judge: JudgeState, name: str | None, owner: str) -> str:
     """The inventory host an output names (NCCL prints hostnames; an inventory name that is the
     hostname or its short form matches), else the check's owner."""
     short = (name or "").split(".", 1)[0].lower()
     return next((h for h in judge.evidence.hosts if h.split(".", 1)[0].lower() == short), owner)
 
 
-def _record_problems(judge: Judge, parsed: Parsed[NcclRun], prefix: str, owner: str,
+def _record_problems(judge: JudgeState, parsed: Parsed[NcclRun], prefix: str, owner: str,
                      across_nodes: bool) -> None:  # fmt: skip
     run = parsed.record
     problems = nccl_problems(run, across_nodes)
@@ -207,14 +207,14 @@ class Sample:
 
 
 @dataclass(frozen=True)
-class Judged:
+class BusbwChoice:
     """The busbw a run is judged on, and what a reader needs to know about how it was chosen."""
 
     sample: Sample
     note: str
 
 
-def judged_sample(samples: list[Sample], min_bytes: int) -> Judged | None:
+def judged_sample(samples: list[Sample], min_bytes: int) -> BusbwChoice | None:
     """The floor of the large-message plateau: rows >= min_bytes from the first one within 10 %
     of the best on, lowest of them. A curve still rising at min_bytes is judged from where it
     levels off; one that collapses at its largest sizes is judged on the collapse, never on its
@@ -225,7 +225,7 @@ def judged_sample(samples: list[Sample], min_bytes: int) -> Judged | None:
     if not large:
         biggest = max(s.size_bytes for s in samples)
         sample = max((s for s in samples if s.size_bytes == biggest), key=lambda s: s.busbw_gbps)
-        return Judged(sample, (
+        return BusbwChoice(sample, (
             f"; the sweep stops below {size_text(min_bytes)}, so the largest size was used and "
             "may understate the link"
         ))  # fmt: skip
@@ -239,7 +239,7 @@ def judged_sample(samples: list[Sample], min_bytes: int) -> Judged | None:
             f"; busbw falls from {best.busbw_gbps:.1f} GB/s at {size_text(best.size_bytes)} to "
             f"{floor.busbw_gbps:.1f} GB/s at {size_text(floor.size_bytes)}: judged on the fall"
         )
-    return Judged(floor, note)
+    return BusbwChoice(floor, note)
 
 
 def _algorithm_seen(algorithms: list[str], env: dict[str, str]) -> bool:
@@ -248,7 +248,7 @@ def _algorithm_seen(algorithms: list[str], env: dict[str, str]) -> bool:
 
 
 def bandwidth_check(
-    judge: Judge,
+    judge: JudgeState,
     parsed: Parsed[NcclRun] | Parsed[AllReduceBenchRun],
     check_id: str,
     samples: list[Sample],
@@ -320,7 +320,7 @@ def nccl_samples(run: NcclRun) -> list[Sample]:
 
 
 def _transport_verdict(
-    judge: Judge, host: HostEvidence, run: NcclRun, multinode: bool
+    judge: JudgeState, host: HostEvidence, run: NcclRun, multinode: bool
 ) -> tuple[Status, str] | None:
     transports = " ".join(run.transports).lower()
     if not multinode:
@@ -354,7 +354,7 @@ def _version_mix(run: NcclRun) -> str | None:
     return None
 
 
-def _single_rank(judge: Judge, host: HostEvidence, parsed: Parsed[NcclRun], check_id: str,
+def _single_rank(judge: JudgeState, host: HostEvidence, parsed: Parsed[NcclRun], check_id: str,
                  owner: str) -> None:  # fmt: skip
     """One rank moves no data between GPUs: busbw is 0 by definition. On a one-GPU node that
     is all there is (its correctness was judged); on a larger node the run was set up wrong."""
@@ -372,7 +372,7 @@ def _single_rank(judge: Judge, host: HostEvidence, parsed: Parsed[NcclRun], chec
                     reason=reason, source=parsed.source()))  # fmt: skip
 
 
-def _collective_guessed(judge: Judge, parsed: Parsed[NcclRun], prefix: str, owner: str,
+def _collective_guessed(judge: JudgeState, parsed: Parsed[NcclRun], prefix: str, owner: str,
                         collective: str) -> None:  # fmt: skip
     if named_collective(parsed.record, parsed.file)[1]:
         judge.add(Check(
@@ -384,7 +384,7 @@ def _collective_guessed(judge: Judge, parsed: Parsed[NcclRun], prefix: str, owne
         ))  # fmt: skip
 
 
-def nccl_checks(judge: Judge, host: HostEvidence, parsed: Parsed[NcclRun]) -> None:
+def nccl_checks(judge: JudgeState, host: HostEvidence, parsed: Parsed[NcclRun]) -> None:
     """One nccl-tests run. A run across nodes belongs to the cluster, not to the host whose
     folder holds its file; what its output pins on one host (a WARN line) is that host's."""
     run = parsed.record
@@ -415,7 +415,7 @@ def nccl_checks(judge: Judge, host: HostEvidence, parsed: Parsed[NcclRun]) -> No
                     run.algorithms, owner)  # fmt: skip
 
 
-def all_reduce_bench_checks(judge: Judge, host: HostEvidence,
+def all_reduce_bench_checks(judge: JudgeState, host: HostEvidence,
                             parsed: Parsed[AllReduceBenchRun]) -> None:  # fmt: skip
     """ml-engineering all_reduce_bench: busbw rows, judged like nccl-tests (it prints no
     correctness column)."""
@@ -432,7 +432,7 @@ def all_reduce_bench_checks(judge: Judge, host: HostEvidence,
     bandwidth_check(judge, parsed, f"{parsed.tool}.busbw", samples, reference, [], parsed.host)
 
 
-def collective_checks(judge: Judge) -> None:
+def collective_checks(judge: JudgeState) -> None:
     for host in judge.evidence.hosts.values():
         for parsed in host.nccl:
             if not is_pair_file(parsed.file):  # pair tries are judged by the pair analysis

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from gpuval.checks.context import Judge
+from gpuval.checks.context import JudgeState
 from gpuval.checks.model import Check, Status, worst
 from gpuval.checks.wording import listed
 from gpuval.evidence import HostEvidence
@@ -50,7 +50,7 @@ def _rail_problems(host: HostEvidence) -> list[tuple[Status, str]]:
     return problems
 
 
-def rail_checks(judge: Judge, host: HostEvidence) -> None:
+def rail_checks(judge: JudgeState, host: HostEvidence) -> None:
     """Ports as ibstat shows them; without its output (not run, or no RDMA at all) the declared
     ports stand as the across-node reference, and a missing expected step fails on its own."""
     if not host.ib_ports:
@@ -70,7 +70,7 @@ def rail_checks(judge: Judge, host: HostEvidence) -> None:
     ))  # fmt: skip
 
 
-def interface_checks(judge: Judge, host: HostEvidence) -> None:
+def interface_checks(judge: JudgeState, host: HostEvidence) -> None:
     """The declared TCP interface must exist and be up."""
     name = host.declared.network_interface
     if not name or not host.interfaces:
@@ -85,7 +85,7 @@ def interface_checks(judge: Judge, host: HostEvidence) -> None:
         ))  # fmt: skip
 
 
-def network_checks(judge: Judge) -> None:
+def network_checks(judge: JudgeState) -> None:
     for host in judge.evidence.hosts.values():
         rail_checks(judge, host)
         interface_checks(judge, host)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from gpuval.catalog import Peak, nvlink_count, pair_peak, pcie_peak
 from gpuval.catalog.systems import expected_links, system_matrix
-from gpuval.checks.context import Judge
+from gpuval.checks.context import JudgeState
 from gpuval.checks.model import Check, Status, worst
 from gpuval.checks.wording import band_status, peak_sentence, percent
 from gpuval.evidence import HostEvidence, Parsed
@@ -64,7 +64,7 @@ class CellVerdict:
     peak: Peak | None
 
 
-def _cell_verdict(judge: Judge, host: HostEvidence, cell: tuple[int, int], value: float,
+def _cell_verdict(judge: JudgeState, host: HostEvidence, cell: tuple[int, int], value: float,
                   siblings: float, link: str, staged: bool, size: int) -> CellVerdict:  # fmt: skip
     """A cell against its siblings of the same link class and against its link's peak. A copy
     staged through host memory (no peer access, no NVLink) pays the staging, so only a fall
@@ -86,7 +86,7 @@ def _cell_verdict(judge: Judge, host: HostEvidence, cell: tuple[int, int], value
     return CellVerdict(src, dst, value, status, f"GPU{src}->GPU{dst}: " + "; ".join(why), peak)
 
 
-def _failures(judge: Judge, parsed: Parsed[P2PRun]) -> None:
+def _failures(judge: JudgeState, parsed: Parsed[P2PRun]) -> None:
     for failure in parsed.record.failures[:3]:
         judge.add(Check(
             check_id="p2p.failure", host=parsed.host, category="p2p", status="fail",
@@ -100,7 +100,7 @@ def _failures(judge: Judge, parsed: Parsed[P2PRun]) -> None:
         ))  # fmt: skip
 
 
-def _connectivity(judge: Judge, host: HostEvidence, parsed: Parsed[P2PRun], size: int) -> None:
+def _connectivity(judge: JudgeState, host: HostEvidence, parsed: Parsed[P2PRun], size: int) -> None:
     """No peer access where the board has NVLink: P2P over NVLink is broken."""
     for i, j in sorted(_no_peer_access(parsed.record)):
         cell = _expected_cell(host, i, j, size)
@@ -113,7 +113,7 @@ def _connectivity(judge: Judge, host: HostEvidence, parsed: Parsed[P2PRun], size
             ))  # fmt: skip
 
 
-def p2p_checks(judge: Judge, host: HostEvidence, parsed: Parsed[P2PRun]) -> None:
+def p2p_checks(judge: JudgeState, host: HostEvidence, parsed: Parsed[P2PRun]) -> None:
     _failures(judge, parsed)
     matrix = parsed.record.matrices.get(P2P_MATRIX, [])
     cells = {(i, j): value for i, row in enumerate(matrix) for j, value in enumerate(row) if i != j}
@@ -217,7 +217,9 @@ def _nvbandwidth_cells(host: HostEvidence, name: str, run: NvbandwidthRun,
     return cells
 
 
-def nvbandwidth_checks(judge: Judge, host: HostEvidence, parsed: Parsed[NvbandwidthRun]) -> None:
+def nvbandwidth_checks(
+    judge: JudgeState, host: HostEvidence, parsed: Parsed[NvbandwidthRun]
+) -> None:
     """Host<->device copies against the card's PCIe peak, device<->device against the pair's
     link; failed or waived tests are named."""
     for index, test in enumerate(parsed.record.tests):
@@ -265,7 +267,7 @@ def nvbandwidth_checks(judge: Judge, host: HostEvidence, parsed: Parsed[Nvbandwi
         judge.add(check)
 
 
-def gpu_pair_checks(judge: Judge) -> None:
+def gpu_pair_checks(judge: JudgeState) -> None:
     for host in judge.evidence.hosts.values():
         for p2p in host.p2p:
             p2p_checks(judge, host, p2p)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 
 from gpuval.catalog import link_problems
-from gpuval.checks.context import Judge
+from gpuval.checks.context import JudgeState
 from gpuval.checks.model import Check, Status, worst
 from gpuval.checks.wording import listed
 from gpuval.evidence import HostEvidence, Topology
@@ -21,7 +21,7 @@ def _pair_summary(topo: Topology) -> str:
     return ", ".join(f"{cell} x{n // 2}" for cell, n in sorted(cells.items()))
 
 
-def link_checks(judge: Judge, host: HostEvidence) -> None:
+def link_checks(judge: JudgeState, host: HostEvidence) -> None:
     """The node's GPU links against its system's: unjudged when the GPU model or the system is
     unknown (a topology nobody can compare is never a pass)."""
     topo = host.topology
@@ -90,7 +90,7 @@ def _nic_locality(topo: Topology) -> tuple[Status, str] | None:
     )
 
 
-def nvlink_state_checks(judge: Judge, host: HostEvidence) -> None:
+def nvlink_state_checks(judge: JudgeState, host: HostEvidence) -> None:
     """`nvidia-smi nvlink -s`: an inactive link on a board whose system wires every link is a
     lost NVLink (a GPU, a baseboard trace or an NVSwitch), whatever the bandwidth still shows."""
     if not host.nvlinks:
@@ -128,7 +128,7 @@ def nvlink_state_checks(judge: Judge, host: HostEvidence) -> None:
     ))  # fmt: skip
 
 
-def pcie_checks(judge: Judge, host: HostEvidence) -> None:
+def pcie_checks(judge: JudgeState, host: HostEvidence) -> None:
     """Each GPU's PCIe width against the card's spec (x16), not only against NVML's maximum,
     which reflects the slot: a card in an x8-wired slot reports max x8. A lower maximum
     generation than the card's is a slot or BIOS limit; the current generation is not judged,
@@ -166,7 +166,7 @@ def pcie_checks(judge: Judge, host: HostEvidence) -> None:
     ))  # fmt: skip
 
 
-def topology_checks(judge: Judge) -> None:
+def topology_checks(judge: JudgeState) -> None:
     for host in judge.evidence.hosts.values():
         link_checks(judge, host)
         nvlink_state_checks(judge, host)

@@ -22,7 +22,7 @@ from gpuval.judgement.model import (
     BusbwSeries,
     HostMetrics,
     Outlier,
-    P2PRun,
+    P2PMatrices,
     busbw_metric,
 )
 from gpuval.records.key_figures import KeyFigure
@@ -112,7 +112,7 @@ def pair_figures(pair_rows: list[dict[str, Any]]) -> list[KeyFigure]:
     ]
 
 
-def host_metrics(busbw: list[BusbwSeries], p2p: list[P2PRun]) -> HostMetrics:
+def host_metrics(busbw: list[BusbwSeries], p2p: list[P2PMatrices]) -> HostMetrics:
     """Each host's large-message busbw per series key and lowest P2P cell; several runs of one
     metric on a host: the lowest counts."""
     names: list[str] = []

@@ -23,7 +23,7 @@ from gpuval.runfolder import Sidecar
 
 __all__ = [
     "BUSBW_PREFIX", "P2P_METRIC", "BusbwSeries", "Cell", "FileEntry", "HostFacts", "HostMetrics",
-    "MeasurementRow", "Outlier", "P2PRun", "RunJudgement", "TopoRun", "busbw_metric",
+    "MeasurementRow", "Outlier", "P2PMatrices", "RunJudgement", "TopoRun", "busbw_metric",
     "off_diagonal",
 ]  # fmt: skip
 
@@ -76,7 +76,7 @@ def off_diagonal(matrix: list[list[float | None]]) -> list[float]:
 
 
 @dataclass(frozen=True)
-class P2PRun:
+class P2PMatrices:
     host: str
     source: str
     matrices: dict[str, list[list[float | None]]]
@@ -188,7 +188,7 @@ class RunJudgement:
     figures: list[KeyFigure]  # host by host in host order
     outliers: list[Outlier]
     busbw_series: list[BusbwSeries]
-    p2p_runs: list[P2PRun]
+    p2p_runs: list[P2PMatrices]
     topo_runs: list[TopoRun]
     measurements: list[MeasurementRow]
 

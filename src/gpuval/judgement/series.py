@@ -14,7 +14,7 @@ from gpuval.checks.model import CLUSTER, Expectation
 from gpuval.checks.nccl import Sample, judged_sample
 from gpuval.checks.references import collective_name, is_multinode, run_hosts
 from gpuval.evidence import Parsed
-from gpuval.judgement.model import BusbwSeries, P2PRun, TopoRun, off_diagonal
+from gpuval.judgement.model import BusbwSeries, P2PMatrices, TopoRun, off_diagonal
 from gpuval.records.base import to_jsonable
 from gpuval.records.nccl import NcclRun
 from gpuval.runfolder import RawFile
@@ -106,14 +106,14 @@ def _matrix(value: Any) -> list[list[float | None]] | None:
     return [[finite_number(cell) for cell in row] for row in value]
 
 
-def p2p_runs(files: list[RawFile]) -> list[P2PRun]:
+def p2p_runs(files: list[RawFile]) -> list[P2PMatrices]:
     found = []
     for run in tool_runs(files, frozenset([P2P_TOOL])):
         raw_matrices = run.data.get("matrices") or {}
         matrices = {name: m for name, value in raw_matrices.items() if (m := _matrix(value))}
         unidirectional = matrices.get(UNIDIRECTIONAL_P2P)
         lowest = min(off_diagonal(unidirectional), default=None) if unidirectional else None
-        found.append(P2PRun(run.host, run.file.path, matrices, lowest))
+        found.append(P2PMatrices(run.host, run.file.path, matrices, lowest))
     return found
 
 

@@ -23,7 +23,7 @@ Checks of other modules that belong in the node health table are mapped by HEALT
 
 from __future__ import annotations
 
-from gpuval.checks.context import Judge
+from gpuval.checks.context import JudgeState
 from gpuval.checks.health.burn import burn_checks
 from gpuval.checks.health.clocks import clock_checks
 from gpuval.checks.health.dcgm import dcgm_checks
@@ -91,7 +91,7 @@ def suggested_action(check: Check) -> str | None:
                  if s == subject and check.check_id.startswith(prefix)), None)  # fmt: skip
 
 
-def health_checks(judge: Judge) -> None:
+def health_checks(judge: JudgeState) -> None:
     for host in judge.evidence.hosts.values():
         if not host.reachable:
             continue

@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 
 from gpuval.catalog.health import compute_of
-from gpuval.checks.context import Judge
+from gpuval.checks.context import JudgeState
 from gpuval.checks.health.clocks import HW_SLOWDOWNS
 from gpuval.checks.health.common import Problem, add_check
 from gpuval.checks.model import Check, Status
@@ -16,7 +16,7 @@ from gpuval.records.health import (
 )
 
 
-def _burn_problems(judge: Judge, host: HostEvidence, run: GemmBurnRun,
+def _burn_problems(judge: JudgeState, host: HostEvidence, run: GemmBurnRun,
                    ) -> dict[int, list[Problem]]:  # fmt: skip
     t = judge.thresholds
     found: dict[int, list[Problem]] = {gpu.index: [] for gpu in run.gpus}
@@ -80,7 +80,7 @@ def _burn_problems(judge: Judge, host: HostEvidence, run: GemmBurnRun,
     return found
 
 
-def burn_checks(judge: Judge, host: HostEvidence) -> None:
+def burn_checks(judge: JudgeState, host: HostEvidence) -> None:
     for parsed in host.health.burn:
         run = parsed.record
         if run.error or not run.gpus:

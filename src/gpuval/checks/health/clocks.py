@@ -3,7 +3,7 @@ slowdown threshold, power limit against the default, persistence and MIG modes."
 
 from __future__ import annotations
 
-from gpuval.checks.context import Judge
+from gpuval.checks.context import JudgeState
 from gpuval.checks.health.common import Problem, add_check, health_gpus
 from gpuval.checks.model import Status
 from gpuval.evidence import HostEvidence, Parsed
@@ -59,7 +59,7 @@ def _counter_growth(before: Parsed[NvidiaSmiRun] | None, after: Parsed[NvidiaSmi
     return grown
 
 
-def clock_checks(judge: Judge, host: HostEvidence) -> None:
+def clock_checks(judge: JudgeState, host: HostEvidence) -> None:
     smi: BeforeAfter[NvidiaSmiRun] = host.health.smi
     parsed = smi.latest
     if parsed is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from gpuval.checks.context import Judge
+from gpuval.checks.context import JudgeState
 from gpuval.checks.model import Check, Status, rank
 from gpuval.checks.wording import listed
 from gpuval.evidence import HostEvidence, Parsed
@@ -16,7 +16,7 @@ Problem = tuple[Status, str, str | None]  # status, what was found, what to do
 
 
 def add_check(
-    judge: Judge,
+    judge: JudgeState,
     host: HostEvidence,
     check_id: str,
     problems: list[Problem],
@@ -39,7 +39,9 @@ def add_check(
     ))  # fmt: skip
 
 
-def missing_probe(judge: Judge, host: HostEvidence, check_id: str, what: str, step: str) -> None:
+def missing_probe(
+    judge: JudgeState, host: HostEvidence, check_id: str, what: str, step: str
+) -> None:
     """Unjudged when the health phase ran on the host but left no trace of the probe's step,
     before or after the benchmarks (a probe that failed or was skipped is its step's check)."""
     if not host.health.ran or {step, after_step(step)} & host.health.steps:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from gpuval.checks.context import Judge
+from gpuval.checks.context import JudgeState
 from gpuval.checks.health.common import Problem, add_check
 from gpuval.checks.model import Check
 from gpuval.evidence import HostEvidence
 
 
-def dcgm_checks(judge: Judge, host: HostEvidence) -> None:
+def dcgm_checks(judge: JudgeState, host: HostEvidence) -> None:
     for parsed in host.health.dcgm:
         run = parsed.record
         if run.runtime_error:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gpuval.catalog.health import compute_of
-from gpuval.checks.context import Judge
+from gpuval.checks.context import JudgeState
 from gpuval.checks.health.common import Problem, add_check, health_gpus, missing_probe
 from gpuval.evidence import HostEvidence
 from gpuval.records.nvidia_smi import EccCounts, SmiGpu
@@ -105,7 +105,7 @@ def _memory_problems(name: str, gpu: SmiGpu, ecc_expected: bool) -> list[Problem
     return found
 
 
-def memory_checks(judge: Judge, host: HostEvidence) -> None:
+def memory_checks(judge: JudgeState, host: HostEvidence) -> None:
     parsed = host.health.smi.latest
     if parsed is None:
         missing_probe(judge, host, "health.memory", "nvidia-smi -q -x output", "nvidia-smi-query")

@@ -3,7 +3,7 @@ module."""
 
 from __future__ import annotations
 
-from gpuval.checks.context import Judge
+from gpuval.checks.context import JudgeState
 from gpuval.checks.health.common import Problem, add_check
 from gpuval.checks.model import Check, Status
 from gpuval.evidence import HostEvidence
@@ -50,7 +50,7 @@ def _ib_counters(run: SysfsInfinibandRun) -> dict[str, dict[str, int | None]]:
     return {f"{d.name} port {p.port}": p.counters for d in run.devices for p in d.ports}
 
 
-def ib_counter_checks(judge: Judge, host: HostEvidence) -> None:
+def ib_counter_checks(judge: JudgeState, host: HostEvidence) -> None:
     ib = host.health.infiniband
     parsed = ib.latest
     if parsed is None:
@@ -109,7 +109,7 @@ def ib_counter_checks(judge: Judge, host: HostEvidence) -> None:
     )
 
 
-def peermem_checks(judge: Judge, host: HostEvidence) -> None:
+def peermem_checks(judge: JudgeState, host: HostEvidence) -> None:
     """GPUDirect RDMA needs nvidia_peermem on nodes with GPUs and RDMA adapters."""
     modules = host.health.modules
     rdma = host.ib_ports or host.health.infiniband.latest

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpuval.checks.context import Judge
+from gpuval.checks.context import JudgeState
 from gpuval.checks.health.common import Problem, add_check, health_gpus, missing_probe
 from gpuval.checks.model import Check
 from gpuval.evidence import HostEvidence
@@ -16,7 +16,7 @@ NVLINK_COUNTER_SOURCE = (
     "https://docs.nvidia.com/deploy/nvml-api/group__nvmlDeviceEnumvs.html "
     "(nvmlNvLinkErrorCounter_t); https://docs.nvidia.com/deploy/nvidia-smi/index.html (nvlink -e)"
 )
-# Judged counter kinds, by a word of the printed name ("Data CRC Errors", "Lane 3 CRC Errors"),
+# BusbwChoice counter kinds, by a word of the printed name ("Data CRC Errors", "Lane 3 CRC Errors"),
 # with what to do when one grows. Other names are kept in the record and not judged.
 NVLINK_ERRORS = {
     "crc": "reseat or replace the NVLink bridge or board of {gpu}; RMA {gpu} if errors recur",
@@ -27,7 +27,7 @@ NVLINK_ERRORS = {
 }
 
 
-def nvlink_fabric_checks(judge: Judge, host: HostEvidence) -> None:
+def nvlink_fabric_checks(judge: JudgeState, host: HostEvidence) -> None:
     parsed = host.health.smi.latest
     if parsed is None:
         return
@@ -69,7 +69,7 @@ def _nvlink_kind(name: str) -> str | None:
     return next((kind for kind in NVLINK_ERRORS if kind in name.lower()), None)
 
 
-def nvlink_error_checks(judge: Judge, host: HostEvidence) -> None:
+def nvlink_error_checks(judge: JudgeState, host: HostEvidence) -> None:
     """`nvidia-smi nvlink -e` before and after the benchmarks: a replay, recovery or CRC counter
     that grew is a link that corrupted traffic during the run."""
     captures = host.health.nvlink_errors

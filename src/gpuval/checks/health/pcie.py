@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from gpuval.checks.context import Judge
+from gpuval.checks.context import JudgeState
 from gpuval.checks.health.common import Problem, add_check, health_gpus, missing_probe
 from gpuval.evidence import HostEvidence
 from gpuval.records.health import (
@@ -33,7 +33,7 @@ def _device_name(host: HostEvidence, device: PciDevice) -> str:
     return f"NIC {device.address}" if device.is_rdma_nic else f"PCI device {device.address}"
 
 
-def pcie_health_checks(judge: Judge, host: HostEvidence) -> None:
+def pcie_health_checks(judge: JudgeState, host: HostEvidence) -> None:
     pci = host.health.pci
     parsed = pci.latest
     if parsed is None:
@@ -129,7 +129,7 @@ def _pair_problems(gpu: str, nic: str, gpu_path: list[LspciDevice],
                        "guide says") for b in below if b.acs_redirects]  # fmt: skip
 
 
-def pcie_acs_checks(judge: Judge, host: HostEvidence) -> None:
+def pcie_acs_checks(judge: JudgeState, host: HostEvidence) -> None:
     """ACS on the PCIe switch between a GPU and an RDMA NIC: with ReqRedir or CmpltRedir on, the
     switch sends their peer-to-peer traffic (GPUDirect RDMA) up to the root complex."""
     parsed = host.health.lspci

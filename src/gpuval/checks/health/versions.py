@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from gpuval.checks.consistency import mixed_values_checks
-from gpuval.checks.context import Judge
+from gpuval.checks.context import JudgeState
 from gpuval.checks.health.common import health_gpus
 from gpuval.checks.model import Check
 from gpuval.evidence import runs_of
 from gpuval.records.software import SoftwareVersionRun
 
 
-def version_consistency_checks(judge: Judge) -> None:
+def version_consistency_checks(judge: JudgeState) -> None:
     hosts = [h for h in judge.evidence.hosts.values() if h.reachable]
     firmware: dict[str, str] = {}
     vbios: dict[str, str] = {}

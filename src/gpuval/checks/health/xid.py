@@ -6,7 +6,7 @@ from collections import Counter
 from datetime import datetime
 
 from gpuval.catalog.health import XidMeaning, sxid_meaning, xid_meaning
-from gpuval.checks.context import Judge
+from gpuval.checks.context import JudgeState
 from gpuval.checks.health.common import missing_probe
 from gpuval.checks.model import Check, Status, rank
 from gpuval.evidence import HostEvidence
@@ -55,7 +55,7 @@ def _event_text(event: KernelEvent, meaning: XidMeaning) -> str:
     return f"{what} {event.code} ({meaning.mnemonic or meaning.meaning})"
 
 
-def xid_checks(judge: Judge, host: HostEvidence) -> None:
+def xid_checks(judge: JudgeState, host: HostEvidence) -> None:
     parsed = host.health.kernel_log.latest
     if parsed is None:
         missing_probe(
