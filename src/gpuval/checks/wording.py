@@ -20,6 +20,11 @@ def percent(fraction: float) -> str:
     return f"{fraction * 100:.0f} %"
 
 
+def percent_of(value: float, reference: float) -> str:
+    """`value` as a percentage of `reference`; "n/a %" without a reference."""
+    return percent(value / reference) if reference else "n/a %"
+
+
 def number_text(value: float) -> str:
     return f"{value:.3g}" if abs(value) < 1000 else f"{value:.0f}"
 

@@ -13,15 +13,20 @@ import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from gpuval.checks.model import STATUSES, Status, rank
 from gpuval.records.key_figures import figures_from_summary
 from gpuval.report.pages import render_page
 
 # Healthy run-to-run spread is 5-10 % (gpuval.checks.thresholds): a larger move is not noise.
 REGRESSION_FRACTION = 0.10
-STATUS_RANK = {"error": 0, "fail": 1, "unjudged": 2, "warn": 3, "pass": 4}
 FAILING = ("error", "fail")
+
+
+def _rank(status: str | None) -> int:
+    """The checks' status order; a status an older results.json may lack counts as pass."""
+    return rank(cast(Status, status)) if status in STATUSES else rank("pass")
 
 
 @dataclass(frozen=True)
@@ -95,8 +100,7 @@ class CheckChange:
 
     def direction(self) -> int:
         """-1 worse, +1 better, 0 same status."""
-        rank_a = STATUS_RANK.get(self.before or "", 4)
-        rank_b = STATUS_RANK.get(self.after or "", 4)
+        rank_a, rank_b = _rank(self.before), _rank(self.after)
         return (rank_b > rank_a) - (rank_b < rank_a)
 
     @property

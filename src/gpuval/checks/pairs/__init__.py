@@ -42,7 +42,6 @@ from gpuval.checks.pairs.verdicts import (
     NodeVerdict,
     PairVerdict,
     healthy_reference,
-    percent,
     reference_name,
 )
 
@@ -57,7 +56,6 @@ __all__ = [
     "analyse_pairs",
     "healthy_reference",
     "measured_on_cpus",
-    "percent",
     "reference_name",
     "row_kind",
 ]

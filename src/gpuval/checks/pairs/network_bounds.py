@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 
 from gpuval.checks.model import CLUSTER, Check, worst
 from gpuval.checks.pairs.kinds import PairKind, PairThresholds
-from gpuval.checks.pairs.verdicts import Absolute, PairVerdict, percent
+from gpuval.checks.pairs.verdicts import Absolute, PairVerdict
 from gpuval.checks.references import Reference, internode_reference
-from gpuval.checks.wording import number_text
+from gpuval.checks.wording import number_text, percent_of
 from gpuval.evidence import RunEvidence
 from gpuval.records.collective_bench import CollectiveBenchRun
 from gpuval.records.nccl import NcclRun
@@ -122,7 +122,7 @@ def absolute_check(kind: PairKind, verdicts: list[PairVerdict], why_none: str) -
                                                              else 1.0))  # fmt: skip
     shown = "; ".join(
         f"{v.a}--{v.b} {number_text(v.value or 0.0)} {kind.unit} = "
-        f"{percent(v.value or 0.0, v.absolute.value if v.absolute else 0.0)}"
+        f"{percent_of(v.value or 0.0, v.absolute.value if v.absolute else 0.0)}"
         for v in lowest[:3]
     )
     low = [v for v in judged if v.absolute_status != "pass"]

@@ -8,8 +8,8 @@ from collections.abc import Mapping, Sequence
 from gpuval.checks.model import Check
 from gpuval.checks.pairs.kinds import KINDS, PairKind, PairThresholds
 from gpuval.checks.pairs.tries import Try, natural
-from gpuval.checks.pairs.verdicts import PairVerdict, is_low, percent
-from gpuval.checks.wording import number_text
+from gpuval.checks.pairs.verdicts import PairVerdict, is_low
+from gpuval.checks.wording import number_text, percent_of
 from gpuval.plan.steps import RdmaLane
 
 
@@ -32,7 +32,7 @@ def note_gpudirect(
     through the CPU)."""
     if is_low(verdict.value, host_value, thresholds.low_fraction):
         verdict.reason += (
-            f"; GPUDirect {percent(verdict.value or 0.0, host_value or 0.0)} of host memory "
+            f"; GPUDirect {percent_of(verdict.value or 0.0, host_value or 0.0)} of host memory "
             f"({number_text(host_value or 0.0)} Gb/s) on the same rail: check that "
             "nvidia_peermem is loaded and that PCIe ACS does not route GPU-NIC traffic "
             "through the CPU"

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from gpuval.checks.model import Check, Status
 from gpuval.checks.pairs.kinds import PairKind, PairThresholds
 from gpuval.checks.pairs.tries import Try, natural
-from gpuval.checks.wording import band_status, number_text
+from gpuval.checks.wording import band_status, number_text, percent_of
 from gpuval.plan.steps import RdmaLane
 
 # A CPU-bound pair measures how fast the two CPUs reduce, which a busy or shared CPU slows by a
@@ -77,10 +77,6 @@ class PairVerdict:
 def reference_name(check: Check) -> str:
     """What a check's reference is: for the pair checks what healthy pairs reach, not a peak."""
     return "healthy pairs" if check.check_id.startswith("pairs.") else "reference"
-
-
-def percent(value: float, reference: float) -> str:
-    return f"{value / reference * 100:.0f} %" if reference else "n/a %"
 
 
 def _median(values: Iterable[float | None]) -> float | None:
@@ -201,7 +197,7 @@ def _tries_text(m: Measurement, max_tries: int) -> str:
         low, mid, high = m.spread
         spread = (
             f"; spread over {len(m.tries)} tries {number_text(low)}/{number_text(mid)}/"
-            f"{number_text(high)} (min/median/max, {percent(high - low, mid)})"
+            f"{number_text(high)} (min/median/max, {percent_of(high - low, mid)})"
         )
     if m.passed_on is None:
         return f"failed {len(m.tries)} of up to {max_tries} tries ({problems}){spread}"
@@ -245,12 +241,12 @@ def pair_verdict(
     wrong = [t.attempt for m in found for t in m.tries if t.outcome == "wrong"]
     against = (
         f" vs {number_text(reference)} {kind.unit} that healthy pairs reach "
-        f"({percent(value, reference)})"
+        f"({percent_of(value, reference)})"
         if reference and value is not None
         else ""
     )
     line_rate = (
-        f"; {percent(value, absolute.value)} of {number_text(absolute.value)} {kind.unit} "
+        f"; {percent_of(value, absolute.value)} of {number_text(absolute.value)} {kind.unit} "
         f"({absolute.basis})"
         if absolute and value is not None
         else ""
@@ -307,7 +303,7 @@ def node_check(
         for other, v in verdict.pairs
     )
     reference = verdict.reference or 0.0
-    ratio = f" ({percent(verdict.median, reference)})" if verdict.median is not None else ""
+    ratio = f" ({percent_of(verdict.median, reference)})" if verdict.median is not None else ""
     evidence = (
         f"{named or verdict.node}: its pairs {listed} {kind.unit} vs {number_text(reference)} "
         f"{kind.unit} that healthy pairs reach{ratio}"
