@@ -85,8 +85,9 @@ def _latest_tries(analysis: Any, rounds: Sequence[int] | None) -> list[dict[str,
 
 def _mpi_preflight_outcome(files: Sequence[Any]) -> dict[str, Any]:
     from gpuval.checks.cluster import mpi_preflight_checks
+    from gpuval.evidence import mpi_preflight_runs, parsed_files
 
-    checks = mpi_preflight_checks(files)
+    checks = mpi_preflight_checks(mpi_preflight_runs(parsed_files(files)))
     summary = [c for c in checks if c.check_id == "mpi-preflight"]
     if not summary:
         return {"found": False, "ok": None, "failed_hosts": [], "reason": ""}
@@ -101,6 +102,7 @@ def _mpi_preflight_outcome(files: Sequence[Any]) -> dict[str, Any]:
 def _all_nodes_outcome(files: Sequence[Any], host: str) -> dict[str, str]:
     from gpuval.checks.cluster import allnodes_bench_checks
     from gpuval.checks.thresholds import DEFAULTS
+    from gpuval.evidence import all_nodes_runs, parsed_files
 
     name = steps.ALLNODES_ALLREDUCE
     mine = [f for f in files if f.host == host and f.step == name]
@@ -112,7 +114,7 @@ def _all_nodes_outcome(files: Sequence[Any], host: str) -> dict[str, str]:
             "timed out" if sidecar.timed_out else f"exit status {sidecar.exit_code}"
         )
         return {"status": "fail", "reason": f"{name} on {host}: {why}"}
-    checks, _ = allnodes_bench_checks(mine, None, DEFAULTS)
+    checks, _ = allnodes_bench_checks(all_nodes_runs(parsed_files(mine)), None, DEFAULTS)
     if not checks:
         return {"status": "fail", "reason": f"{name} on {host}: no result in its output"}
     failing = [c for c in checks if c.status == "fail"]

@@ -17,7 +17,7 @@ from gpuval.checks.folder import is_pair_file
 from gpuval.checks.model import CLUSTER, Check
 from gpuval.checks.pairs import PairThresholds, analyse_pairs
 from gpuval.checks.thresholds import DEFAULTS
-from gpuval.evidence import pair_evidence
+from gpuval.evidence import all_nodes_runs, mpi_preflight_runs, pair_evidence, parsed_files
 from gpuval.parsers import gpuval_bench, iperf3, nccl_tests, sysfs_net
 from gpuval.plan.host_order import circle_rounds, natural_key
 from gpuval.plan.steps import PairStep, pair_step
@@ -413,11 +413,10 @@ def test_mpi_preflight_checks_name_the_failing_host() -> None:
         "gpuval-mpi-preflight allreduce sum 3 expected 3\n"
         "gpuval-mpi-preflight OK 2 ranks on 2 hosts\n"
     )
-    (passed,) = mpi_preflight_checks([preflight_file(ok)])
+    (passed,) = mpi_preflight_checks(mpi_preflight_runs(parsed_files([preflight_file(ok)])))
     assert passed.status == "pass" and "(node1, node2)" in passed.reason
-    failed = mpi_preflight_checks(
-        [preflight_file("ssh: connect to host node7 port 22: No route to host\n")]
-    )
+    unreachable = preflight_file("ssh: connect to host node7 port 22: No route to host\n")
+    failed = mpi_preflight_checks(mpi_preflight_runs(parsed_files([unreachable])))
     assert [(c.check_id, c.host, c.status) for c in failed] == [
         ("mpi-preflight", "node1", "fail"),
         ("mpi-preflight.host", "node7", "fail"),
@@ -432,13 +431,20 @@ def test_all_nodes_benchmark_correctness() -> None:
         raw.path = "raw/node1/allreduce-all.json"
         assert raw.sidecar is not None
         raw.sidecar.name = "allreduce-all"
-    checks, _ = allnodes_bench_checks([good, wrong], None, DEFAULTS)
+    checks, _ = allnodes_bench_checks(all_nodes_runs(parsed_files([good, wrong])), None, DEFAULTS)
     assert [(c.check_id.rsplit(".", 1)[1], c.status) for c in checks] == [
         ("correctness", "pass"), ("busbw", "unjudged"), ("correctness", "fail"),
         ("busbw", "unjudged"),
     ]  # fmt: skip
     assert "gloo on CPUs is bound by the CPUs' reduction" in checks[1].reason
     assert "5 element(s) reduced wrongly" in checks[2].reason
+
+
+def test_a_pair_steps_bench_run_is_a_pair_try_not_an_all_nodes_run() -> None:
+    """The pair analysis judges it with its pair's other tries; the all-nodes checks never do."""
+    (pair,) = parsed_files([bench_file("node1", "node2", 0.8, False)])
+    assert pair.is_pair_try and pair.runs
+    assert all_nodes_runs([pair]) == []
 
 
 def pair_direction(name: str) -> tuple[str, str]:

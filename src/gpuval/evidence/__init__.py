@@ -1,7 +1,15 @@
 """Evidence: the run folder's typed records, organised per host and across the cluster (the pair
 tests), built once; the checks judge nothing else."""
 
-from gpuval.evidence.build import build_evidence, nccl_version_number, pair_evidence, runs_of
+from gpuval.evidence.build import (
+    all_nodes_runs,
+    build_evidence,
+    mpi_preflight_runs,
+    nccl_version_number,
+    pair_evidence,
+    parsed_files,
+    runs_of,
+)
 from gpuval.evidence.model import (
     Declared,
     ExpectedPairStep,
@@ -9,6 +17,7 @@ from gpuval.evidence.model import (
     HostFacts,
     PairTry,
     Parsed,
+    ParsedFile,
     RunEvidence,
     Topology,
 )
@@ -20,10 +29,14 @@ __all__ = [
     "HostFacts",
     "PairTry",
     "Parsed",
+    "ParsedFile",
     "RunEvidence",
     "Topology",
+    "all_nodes_runs",
     "build_evidence",
+    "mpi_preflight_runs",
     "nccl_version_number",
     "pair_evidence",
+    "parsed_files",
     "runs_of",
 ]
