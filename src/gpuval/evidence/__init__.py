@@ -21,8 +21,10 @@ from gpuval.evidence.model import (
     RunEvidence,
     Topology,
 )
+from gpuval.runfolder import RUN_JSON  # the contract's file, named in the checks' sources
 
 __all__ = [
+    "RUN_JSON",
     "Declared",
     "ExpectedPairStep",
     "HostEvidence",

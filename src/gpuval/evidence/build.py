@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
+from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
+from gpuval import parsers
 from gpuval.catalog.catalog import GpuModel, identify_gpu
 from gpuval.catalog.systems import detect_system, find_system
 from gpuval.evidence.model import (
@@ -25,7 +27,7 @@ from gpuval.evidence.model import (
     Topology,
     pci_key,
 )
-from gpuval.plan.steps import AFTER_SUFFIX, HEALTH_PHASE, pair_step
+from gpuval.plan.steps import AFTER_SUFFIX, HEALTH_PHASE, failed_phase, pair_step
 from gpuval.records.bandwidth import AllReduceBenchRun, NvbandwidthRun
 from gpuval.records.collective_bench import CollectiveBenchRun, MpiPreflightRun
 from gpuval.records.health import (
@@ -45,14 +47,30 @@ from gpuval.records.nvidia_smi import NvidiaSmiRun
 from gpuval.records.p2p import P2PRun
 from gpuval.records.software import SoftwareVersionRun
 from gpuval.records.topology import AmdTopologyRun, TopologyRun
-from gpuval.runfolder import RawFile, RunFolder
+from gpuval.runfolder import RawFile, RefusedPath, RunFolder, host_file
 
 R = TypeVar("R")
 
 
-def parsed_file(raw: RawFile) -> ParsedFile:
+def _failure_record(raw: RawFile, run_dir: Path) -> str:
+    """What the controller wrote when the node failed a phase: the task and its message."""
+    try:
+        path = host_file(run_dir, raw.host, PurePosixPath(raw.path).name)
+        if path is None:
+            return "its record is missing"
+        text = parsers.read_text(path).strip()
+    except RefusedPath as problem:
+        return f"its record cannot be read ({problem})"
+    except OSError as problem:
+        return f"its record cannot be read ({problem.strerror or problem})"
+    return " ".join(text.split()) or "its record is empty"
+
+
+def parsed_file(raw: RawFile, run_dir: Path) -> ParsedFile:
     """The judge's view of one raw file (what it reads of the sidecar and of the parse)."""
     sidecar, parse = raw.sidecar, raw.parse
+    ended = sidecar.problem() if sidecar else None
+    failed = sidecar is not None and ended is not None and failed_phase(sidecar.name) is not None
     return ParsedFile(
         host=raw.host,
         path=raw.path,
@@ -62,12 +80,18 @@ def parsed_file(raw: RawFile) -> ParsedFile:
         command=sidecar.command if sidecar else None,
         env=dict(sidecar.env) if sidecar else {},
         started_at=sidecar.started_at if sidecar else None,
+        ended=ended,
+        exit_code=sidecar.exit_code if sidecar else None,
+        failure_record=_failure_record(raw, run_dir) if failed else None,
         runs=tuple(parse.runs) if parse else (),
+        errors=tuple(parse.errors) if parse else (),
+        warnings=tuple(parse.warnings) if parse else (),
     )
 
 
-def parsed_files(files: Iterable[RawFile]) -> list[ParsedFile]:
-    return [parsed_file(raw) for raw in files]
+def parsed_files(files: Iterable[RawFile], run_dir: Path) -> list[ParsedFile]:
+    """The raw files of the run folder at `run_dir`, in their order."""
+    return [parsed_file(raw, run_dir) for raw in files]
 
 
 def runs_of(files: Iterable[ParsedFile], kind: type[R]) -> Iterator[Parsed[R]]:
@@ -88,19 +112,16 @@ def all_nodes_runs(files: Iterable[ParsedFile]) -> list[Parsed[CollectiveBenchRu
     return list(runs_of((f for f in files if not f.is_pair_try), CollectiveBenchRun))
 
 
-def read_pair_tries(files: Iterable[RawFile]) -> list[PairTry]:
+def read_pair_tries(files: Iterable[ParsedFile]) -> list[PairTry]:
     """Every pair step's output, in file order: each file read once."""
     tries = []
-    for raw in files:
-        name = raw.step
-        step = pair_step(name)
+    for file in files:
+        step = pair_step(file.step)
         if step is None:
             continue
-        parse = raw.parse
         tries.append(PairTry(
-            name, step, raw.host, raw.path, raw.sidecar.problem() if raw.sidecar else None,
-            parse.tool if parse else None, parse.errors[0] if parse and parse.errors else None,
-            tuple(parse.runs) if parse else (),
+            file.step, step, file.host, file.path, file.ended, file.tool,
+            file.errors[0] if file.errors else None, file.runs,
         ))  # fmt: skip
     return tries
 
@@ -448,15 +469,16 @@ def _answered(tries: Iterable[PairTry]) -> set[str]:
 def pair_evidence(folder: RunFolder) -> RunEvidence:
     """The pair tests alone, no host's evidence: the controller judges the tries between rounds
     this way (no network reference is needed to know which try was low)."""
-    return RunEvidence(folder, {}, [], read_pair_tries(folder.files), expected_pair_steps(folder))
+    tries = read_pair_tries(parsed_files(folder.files, folder.run_dir))
+    return RunEvidence(folder, {}, [], tries, expected_pair_steps(folder))
 
 
 def build_evidence(folder: RunFolder) -> RunEvidence:
-    pair_tries = read_pair_tries(folder.files)
+    files = parsed_files(folder.files, folder.run_dir)
+    pair_tries = read_pair_tries(files)
     unreachable = sorted(set(folder.without_folder) - _answered(pair_tries))
     lost = set(unreachable)
     superseded = superseded_pair_tries(pair_tries)
-    files = parsed_files(folder.files)
     across = AcrossNodeDevices(files)
     by_host: dict[str, list[ParsedFile]] = {}
     for file in files:

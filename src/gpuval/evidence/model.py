@@ -39,18 +39,28 @@ R = TypeVar("R")
 @dataclass(frozen=True)
 class ParsedFile:
     """One raw file as the judge reads it, taken once from the run folder: whose folder holds
-    it, its path and step, how its step ran (the sidecar's phase, command, environment and start;
-    None or empty without a sidecar), the parser that read it and the parser's records."""
+    it, its path and step, how its step ran (the sidecar's phase, command, environment, start and
+    ending; None or empty without a sidecar), the parser that read it and what the parser made of
+    it."""
 
     host: str
     path: str
-    step: str
+    step: str  # the sidecar's name, else the file name's
     tool: str | None  # None: not parsed (missing, or not recognised)
     phase: str | None = None
     command: str | None = None
     env: dict[str, str] = field(default_factory=dict)
     started_at: str | None = None
+    # Skipped, timed out, unfinished or a non-zero exit status, with its detail (the sidecar's
+    # `problem`); None: it exited 0, or no sidecar says otherwise.
+    ended: tuple[StepProblem, str] | None = None
+    exit_code: int | None = None
+    # What the controller wrote when the node failed a phase (a failed-phase step that ended
+    # badly): the task and its message, or why it cannot be read.
+    failure_record: str | None = None
     runs: tuple[object, ...] = ()
+    errors: tuple[Diagnostic, ...] = ()
+    warnings: tuple[Diagnostic, ...] = ()
 
     @property
     def is_pair_try(self) -> bool:
