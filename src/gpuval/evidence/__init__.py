@@ -1,5 +1,6 @@
 """Evidence: the run folder's typed records, organised per host and across the cluster (the pair
-tests), built once; the checks judge nothing else."""
+tests, the MPI preflight, the all-nodes benchmark), built once; the checks and the judgement read
+each raw file only as its ParsedFile, and judge nothing else."""
 
 from gpuval.evidence.build import (
     all_nodes_runs,

@@ -1,7 +1,8 @@
 """Evidence: what each host is and what it measured, as typed records, built once per run.
 
 The checks read only this: the declared contract (run.json `declared`), the GPUs, board and
-network that the preflight outputs show, and every benchmark run with the raw file it came from.
+network that the preflight outputs show, and every benchmark run with the file it came from
+(a ParsedFile: what the judge reads of a raw file and its sidecar).
 """
 
 from __future__ import annotations
