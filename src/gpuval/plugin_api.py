@@ -83,10 +83,11 @@ def _latest_tries(analysis: Any, rounds: Sequence[int] | None) -> list[dict[str,
     return found
 
 
-def _mpi_preflight_outcome(files: Sequence[Any]) -> dict[str, Any]:
+def _mpi_preflight_outcome(files: Sequence[Any], run_dir: Path) -> dict[str, Any]:
     from gpuval.checks.cluster import mpi_preflight_checks
+    from gpuval.evidence import mpi_preflight_runs, parsed_files
 
-    checks = mpi_preflight_checks(files)
+    checks = mpi_preflight_checks(mpi_preflight_runs(parsed_files(files, run_dir)))
     summary = [c for c in checks if c.check_id == "mpi-preflight"]
     if not summary:
         return {"found": False, "ok": None, "failed_hosts": [], "reason": ""}
@@ -98,9 +99,10 @@ def _mpi_preflight_outcome(files: Sequence[Any]) -> dict[str, Any]:
     }
 
 
-def _all_nodes_outcome(files: Sequence[Any], host: str) -> dict[str, str]:
+def _all_nodes_outcome(files: Sequence[Any], host: str, run_dir: Path) -> dict[str, str]:
     from gpuval.checks.cluster import allnodes_bench_checks
     from gpuval.checks.thresholds import DEFAULTS
+    from gpuval.evidence import all_nodes_runs, parsed_files
 
     name = steps.ALLNODES_ALLREDUCE
     mine = [f for f in files if f.host == host and f.step == name]
@@ -112,7 +114,7 @@ def _all_nodes_outcome(files: Sequence[Any], host: str) -> dict[str, str]:
             "timed out" if sidecar.timed_out else f"exit status {sidecar.exit_code}"
         )
         return {"status": "fail", "reason": f"{name} on {host}: {why}"}
-    checks, _ = allnodes_bench_checks(mine, None, DEFAULTS)
+    checks, _ = allnodes_bench_checks(all_nodes_runs(parsed_files(mine, run_dir)), None, DEFAULTS)
     if not checks:
         return {"status": "fail", "reason": f"{name} on {host}: no result in its output"}
     failing = [c for c in checks if c.status == "fail"]
@@ -147,9 +149,11 @@ def judge_pairs(
     ]
     return PairProgress(
         latest=latest,
-        mpi_preflight=_mpi_preflight_outcome(folder.files),
+        mpi_preflight=_mpi_preflight_outcome(folder.files, run_dir),
         used_rounds=max((t.round for t in analysis.tries), default=0),
-        all_nodes=_all_nodes_outcome(folder.files, all_nodes_host) if all_nodes_host else None,
+        all_nodes=_all_nodes_outcome(folder.files, all_nodes_host, run_dir)
+        if all_nodes_host
+        else None,
         details=details,
     )
 

@@ -13,11 +13,10 @@ import pytest
 from tests.run_folders import pair_analysis
 
 from gpuval.checks.cluster import allnodes_bench_checks, mpi_preflight_checks
-from gpuval.checks.folder import is_pair_file
 from gpuval.checks.model import CLUSTER, Check
 from gpuval.checks.pairs import PairThresholds, analyse_pairs
 from gpuval.checks.thresholds import DEFAULTS
-from gpuval.evidence import pair_evidence
+from gpuval.evidence import all_nodes_runs, mpi_preflight_runs, pair_evidence, parsed_files
 from gpuval.parsers import gpuval_bench, iperf3, nccl_tests, sysfs_net
 from gpuval.plan.host_order import circle_rounds, natural_key
 from gpuval.plan.steps import PairStep, pair_step
@@ -398,7 +397,7 @@ def test_pair_file_names() -> None:
     )  # fmt: skip
     assert pair_step("pair-iperf3-node1--node2-try1") is None  # round is required
     assert pair_step("nccl-all_reduce") is None
-    assert is_pair_file(iperf3_file("node1", "node2", 1.0))
+    assert parsed_files([iperf3_file("node1", "node2", 1.0)], Path())[0].is_pair_try
 
 
 def preflight_file(text: str) -> RawFile:
@@ -413,11 +412,10 @@ def test_mpi_preflight_checks_name_the_failing_host() -> None:
         "gpuval-mpi-preflight allreduce sum 3 expected 3\n"
         "gpuval-mpi-preflight OK 2 ranks on 2 hosts\n"
     )
-    (passed,) = mpi_preflight_checks([preflight_file(ok)])
+    (passed,) = mpi_preflight_checks(mpi_preflight_runs(parsed_files([preflight_file(ok)], Path())))
     assert passed.status == "pass" and "(node1, node2)" in passed.reason
-    failed = mpi_preflight_checks(
-        [preflight_file("ssh: connect to host node7 port 22: No route to host\n")]
-    )
+    unreachable = preflight_file("ssh: connect to host node7 port 22: No route to host\n")
+    failed = mpi_preflight_checks(mpi_preflight_runs(parsed_files([unreachable], Path())))
     assert [(c.check_id, c.host, c.status) for c in failed] == [
         ("mpi-preflight", "node1", "fail"),
         ("mpi-preflight.host", "node7", "fail"),
@@ -432,13 +430,22 @@ def test_all_nodes_benchmark_correctness() -> None:
         raw.path = "raw/node1/allreduce-all.json"
         assert raw.sidecar is not None
         raw.sidecar.name = "allreduce-all"
-    checks, _ = allnodes_bench_checks([good, wrong], None, DEFAULTS)
+    checks, _ = allnodes_bench_checks(
+        all_nodes_runs(parsed_files([good, wrong], Path())), None, DEFAULTS
+    )
     assert [(c.check_id.rsplit(".", 1)[1], c.status) for c in checks] == [
         ("correctness", "pass"), ("busbw", "unjudged"), ("correctness", "fail"),
         ("busbw", "unjudged"),
     ]  # fmt: skip
     assert "gloo on CPUs is bound by the CPUs' reduction" in checks[1].reason
     assert "5 element(s) reduced wrongly" in checks[2].reason
+
+
+def test_a_pair_steps_bench_run_is_a_pair_try_not_an_all_nodes_run() -> None:
+    """The pair analysis judges it with its pair's other tries; the all-nodes checks never do."""
+    (pair,) = parsed_files([bench_file("node1", "node2", 0.8, False)], Path())
+    assert pair.is_pair_try and pair.runs
+    assert all_nodes_runs([pair]) == []
 
 
 def pair_direction(name: str) -> tuple[str, str]:
@@ -463,7 +470,8 @@ def test_a_run_folder_on_disk_through_the_run_folder_reader(tmp_path: Path) -> N
         target.with_name(f"{raw.sidecar.name}.meta.json").write_text(json.dumps(sidecar))
     folder = read_run_folder(tmp_path)
     assert not [d for d in folder.diagnostics if d.level == "error"]
-    assert len(folder.files) == 12 and all(is_pair_file(raw) for raw in folder.files)
+    files = parsed_files(folder.files, folder.run_dir)
+    assert len(files) == 12 and all(file.is_pair_try for file in files)
     checks = analyse_pairs(pair_evidence(folder)).checks
     assert [c.host for c in checks if c.status == "fail"] == ["node3"]
 

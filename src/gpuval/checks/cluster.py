@@ -7,37 +7,29 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from gpuval.checks.context import JudgeState
-from gpuval.checks.folder import is_pair_file
 from gpuval.checks.model import CLUSTER, Check, Expectation
 from gpuval.checks.references import internode_reference
 from gpuval.checks.thresholds import Thresholds
 from gpuval.checks.wording import band_status, number_text, peak_sentence
-from gpuval.evidence import RunEvidence, runs_of
+from gpuval.evidence import Parsed, RunEvidence
 from gpuval.plan.host_order import natural_key
 from gpuval.records.collective_bench import CollectiveBenchRun, MpiPreflightRun
-from gpuval.runfolder import RawFile
 
 
-def mpi_preflight_checks(files: Iterable[RawFile]) -> list[Check]:
+def mpi_preflight_checks(runs: Iterable[Parsed[MpiPreflightRun]]) -> list[Check]:
     """One check per MPI preflight, and one per host it names as failing."""
-    checks = []
-    for raw in files:
-        if raw.parse is None or raw.parse.tool != "mpi-preflight":
-            continue
-        for run in raw.parse.runs:
-            if isinstance(run, MpiPreflightRun):
-                checks += _preflight_checks(raw, run)
-    return checks
+    return [check for parsed in runs for check in _preflight_checks(parsed)]
 
 
-def _preflight_checks(raw: RawFile, run: MpiPreflightRun) -> list[Check]:
+def _preflight_checks(parsed: Parsed[MpiPreflightRun]) -> list[Check]:
+    file, run = parsed.file, parsed.record
     hosts = sorted({r.host for r in run.ranks}, key=natural_key)
     if run.ok and run.complete:
         return [Check(
-            check_id="mpi-preflight", host=raw.host, category="completeness", status="pass",
+            check_id="mpi-preflight", host=file.host, category="completeness", status="pass",
             reason=f"{run.world_size} ranks on {len(hosts)} host(s) ({', '.join(hosts)}) "
             f"answered; all-to-all between {run.alltoall_pairs} rank pairs and the allreduce "
-            f"({run.allreduce_sum}) correct", measured=run.world_size, source=raw.path,
+            f"({run.allreduce_sum}) correct", measured=run.world_size, source=file.path,
         )]  # fmt: skip
     named = sorted({p.host for p in run.problems if p.host}, key=natural_key)
     missing = (
@@ -47,17 +39,17 @@ def _preflight_checks(raw: RawFile, run: MpiPreflightRun) -> list[Check]:
     )
     first = run.problems[0].message if run.problems else "no OK line (did not finish)"
     summary = Check(
-        check_id="mpi-preflight", host=raw.host, category="completeness", status="fail",
+        check_id="mpi-preflight", host=file.host, category="completeness", status="fail",
         reason=f"MPI preflight failed: host(s) {', '.join(named) or 'unknown'}; {first}"
         f"{missing} (run no long benchmark until this passes)",
-        measured=len(run.ranks), reference=run.world_size, source=raw.path,
+        measured=len(run.ranks), reference=run.world_size, source=file.path,
     )  # fmt: skip
     per_host = [
         Check(
             check_id="mpi-preflight.host", host=host, category="completeness", status="fail",
             reason="named by the MPI preflight: " + "; ".join(
                 p.message for p in run.problems if p.host == host
-            )[:300], source=f"{raw.path}:{next(p.line for p in run.problems if p.host == host)}",
+            )[:300], source=f"{file.path}:{next(p.line for p in run.problems if p.host == host)}",
         )
         for host in named
     ]  # fmt: skip
@@ -65,8 +57,9 @@ def _preflight_checks(raw: RawFile, run: MpiPreflightRun) -> list[Check]:
 
 
 def _bench_bandwidth(
-    raw: RawFile, run: CollectiveBenchRun, evidence: RunEvidence | None, thresholds: Thresholds
+    parsed: Parsed[CollectiveBenchRun], evidence: RunEvidence | None, thresholds: Thresholds
 ) -> tuple[Check, Expectation | None]:
+    file, run = parsed.file, parsed.record
     rows = [r for r in run.rows if r.busbw_gbps is not None]
     best = max(rows, key=lambda r: r.busbw_gbps or 0.0)
     value = best.busbw_gbps or 0.0
@@ -78,11 +71,11 @@ def _bench_bandwidth(
         status="unjudged",
         measured=value,
         unit="GB/s",
-        source=f"{raw.path}:{run.line}",
+        source=f"{file.path}:{run.line}",
         reason="",
     )
     where = f"{run.world_size} ranks on {len(hosts)} host(s) ({run.backend})"
-    host = evidence.host(raw.host) if evidence else None
+    host = evidence.host(file.host) if evidence else None
     if (run.backend or "").lower() == "gloo":
         check.reason = (
             f"{where}: busbw up to {number_text(value)} GB/s; unjudged: gloo on CPUs is bound "
@@ -108,23 +101,23 @@ def _bench_bandwidth(
 
 
 def allnodes_bench_checks(
-    files: Iterable[RawFile], evidence: RunEvidence | None, thresholds: Thresholds
-) -> tuple[list[Check], list[Expectation]]:
-    """The all-nodes run of gpuval-allreduce-bench (pair runs are judged with their pairs):
-    correctness, and busbw against the network's bound (unjudged without `evidence`)."""
+    runs: Iterable[Parsed[CollectiveBenchRun]], evidence: RunEvidence | None,
+    thresholds: Thresholds,
+) -> tuple[list[Check], list[Expectation]]:  # fmt: skip
+    """The all-nodes runs of gpuval-allreduce-bench (evidence.all_nodes_runs; pair runs are
+    judged with their pairs): correctness, and busbw against the network's bound (unjudged
+    without `evidence`)."""
     checks: list[Check] = []
     expectations: list[Expectation] = []
-    for parsed in runs_of(files, CollectiveBenchRun):
-        raw, run = parsed.file, parsed.record
-        if is_pair_file(raw):
-            continue
+    for parsed in runs:
+        file, run = parsed.file, parsed.record
         measured = any(r.busbw_gbps is not None for r in run.rows)
         hosts = ", ".join(sorted(set(run.hosts), key=natural_key))
         correct = run.correct is True and run.complete and measured
         checks.append(Check(
             check_id="gpuval-allreduce-bench.all_reduce.correctness", host=CLUSTER,
             category="correctness", status="pass" if correct else "fail",
-            source=f"{raw.path}:{run.line}",
+            source=f"{file.path}:{run.line}",
             reason=f"{run.world_size} ranks on {hosts}: " + (
                 "every size reduced correctly" if correct else
                 f"{run.wrong_total} element(s) reduced wrongly" if run.correct is False else
@@ -132,16 +125,16 @@ def allnodes_bench_checks(
             ),
         ))  # fmt: skip
         if measured:
-            check, expectation = _bench_bandwidth(raw, run, evidence, thresholds)
+            check, expectation = _bench_bandwidth(parsed, evidence, thresholds)
             checks.append(check)
             expectations += [expectation] if expectation else []
     return checks, expectations
 
 
 def cluster_checks(judge: JudgeState) -> None:
-    judge.checks += mpi_preflight_checks(judge.evidence.folder.files)
+    judge.checks += mpi_preflight_checks(judge.evidence.mpi_preflights)
     checks, expectations = allnodes_bench_checks(
-        judge.evidence.folder.files, judge.evidence, judge.thresholds
+        judge.evidence.all_nodes_runs, judge.evidence, judge.thresholds
     )
     judge.checks += checks
     for expectation in expectations:

@@ -3,11 +3,10 @@ hosts, and whether anything was measured at all. Missing evidence is never a pas
 
 from __future__ import annotations
 
-from pathlib import Path, PurePosixPath
-
 from gpuval import parsers
 from gpuval.checks.context import JudgeState
 from gpuval.checks.model import CLUSTER, Check, Status
+from gpuval.evidence import RUN_JSON, ParsedFile
 from gpuval.plan.steps import failed_phase, pair_step
 from gpuval.records.bandwidth import AllReduceBenchRun, NvbandwidthRun
 from gpuval.records.base import Diagnostic
@@ -15,7 +14,6 @@ from gpuval.records.collective_bench import CollectiveBenchRun
 from gpuval.records.nccl import NcclRun
 from gpuval.records.network import Iperf3Run
 from gpuval.records.p2p import P2PRun
-from gpuval.runfolder import RUN_JSON, RawFile, RefusedPath, host_file
 
 
 def located(diagnostic: Diagnostic) -> str | None:
@@ -70,42 +68,19 @@ def folder_checks(judge: JudgeState) -> None:
         ))  # fmt: skip
 
 
-def is_pair_file(raw: RawFile) -> bool:
-    """Pair files are judged by the pair analysis, all tries of a pair together: the per-step
-    checks must skip them, or a first try that failed would fail a pair its repeat passed."""
-    return pair_step(raw.step) is not None
-
-
-def _failure_record(raw: RawFile, run_dir: Path) -> str:
-    """What the controller wrote when the node failed a phase: the task and its message."""
-    try:
-        path = host_file(run_dir, raw.host, PurePosixPath(raw.path).name)
-        if path is None:
-            return "its record is missing"
-        text = parsers.read_text(path).strip()
-    except RefusedPath as problem:
-        return f"its record cannot be read ({problem})"
-    except OSError as problem:
-        return f"its record cannot be read ({problem.strerror or problem})"
-    return " ".join(text.split()) or "its record is empty"
-
-
-def _step_problem(raw: RawFile, run_dir: Path) -> tuple[Status, str] | None:
-    problem = raw.sidecar.problem() if raw.sidecar else None
-    if raw.sidecar is None or problem is None:
+def _step_problem(file: ParsedFile) -> tuple[Status, str] | None:
+    if file.ended is None:
         return None
-    if (phase := failed_phase(raw.sidecar.name)) is not None:
-        return "fail", f"failed phase {phase}: {_failure_record(raw, run_dir)}"
-    tool = raw.parse.tool if raw.parse else None
+    if file.failure_record is not None:
+        return "fail", f"failed phase {failed_phase(file.step)}: {file.failure_record}"
     if (
-        problem[0] == "exit_status"
-        and tool
-        and raw.parse
-        and raw.parse.runs
-        and (raw.sidecar.exit_code in parsers.normal_exit_codes(tool))
+        file.ended[0] == "exit_status"
+        and file.tool
+        and file.runs
+        and (file.exit_code in parsers.normal_exit_codes(file.tool))
     ):
         return None  # e.g. grep's 2 for sysfs files without a value: the output is whole
-    step, (kind, detail) = f"step {raw.sidecar.name!r}", problem
+    step, (kind, detail) = f"step {file.step!r}", file.ended
     if kind == "skipped":
         # Skipped on purpose (e.g. no GPU): not a hardware failure, but no evidence either.
         return "warn", f"{step} skipped: {detail} (no evidence from it)"
@@ -117,17 +92,17 @@ def _step_problem(raw: RawFile, run_dir: Path) -> tuple[Status, str] | None:
 
 
 def step_checks(judge: JudgeState) -> None:
-    """Each step's sidecar: skipped, timed out, unfinished or non-zero exit status."""
-    for raw in judge.evidence.folder.files:
-        if is_pair_file(raw):
+    """Each step's sidecar: skipped, timed out, unfinished or non-zero exit status (a pair try's
+    ending is its pair's reason: the pair analysis judges all tries of a pair together)."""
+    for file in judge.evidence.files:
+        if file.is_pair_try:
             continue
-        problem = _step_problem(raw, judge.evidence.folder.run_dir)
-        if problem and raw.sidecar:
+        problem = _step_problem(file)
+        if problem and file.ended:
             judge.add(Check(
-                check_id=f"step.{raw.sidecar.name}", host=raw.host, category="completeness",
-                status=problem[0], reason=problem[1], source=raw.path,
-                measured=raw.sidecar.exit_code,
-                reference=None if raw.sidecar.skipped else 0,
+                check_id=f"step.{file.step}", host=file.host, category="completeness",
+                status=problem[0], reason=problem[1], source=file.path, measured=file.exit_code,
+                reference=None if file.ended[0] == "skipped" else 0,
             ))  # fmt: skip
 
 
@@ -138,7 +113,7 @@ def expected_step_checks(judge: JudgeState) -> None:
     for host in folder.hosts:
         if host in judge.evidence.unreachable:
             continue
-        present = {raw.step for raw in folder.files if raw.host == host}
+        present = {file.step for file in judge.evidence.files if file.host == host}
         for step in folder.expected_steps(host):
             if step not in present and pair_step(step) is None:
                 judge.add(Check(
@@ -150,17 +125,17 @@ def expected_step_checks(judge: JudgeState) -> None:
 
 def parse_checks(judge: JudgeState) -> None:
     """Parser errors fail (numbers could not be read); parser warnings warn, one line per file."""
-    for raw in judge.evidence.folder.files:
-        if raw.parse is None or is_pair_file(raw):  # a pair try's errors are its pair's reason
+    for file in judge.evidence.files:
+        if file.tool is None or file.is_pair_try:  # a pair try's errors are its pair's reason
             continue
-        if not raw.parse.runs and not raw.parse.errors:
+        if not file.runs and not file.errors:
             judge.add(Check(
-                check_id="parse.error", host=raw.host, category="completeness", status="fail",
-                reason=f"read as {raw.parse.tool} output, but it holds no run", source=raw.path,
+                check_id="parse.error", host=file.host, category="completeness", status="fail",
+                reason=f"read as {file.tool} output, but it holds no run", source=file.path,
             ))  # fmt: skip
-        problems: tuple[tuple[str, list[Diagnostic], Status], ...] = (
-            ("error", raw.parse.errors, "fail"),
-            ("warning", raw.parse.warnings, "warn"),
+        problems: tuple[tuple[str, tuple[Diagnostic, ...], Status], ...] = (
+            ("error", file.errors, "fail"),
+            ("warning", file.warnings, "warn"),
         )
         for level, found, status in problems:
             if not found:
@@ -168,15 +143,14 @@ def parse_checks(judge: JudgeState) -> None:
             first = found[0]
             more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
             judge.add(Check(
-                check_id=f"parse.{level}", host=raw.host, category="completeness",
-                status=status, reason=f"{raw.parse.tool} output: {first.message}{more}",
-                measured=len(found), source=located(first) or raw.path,
+                check_id=f"parse.{level}", host=file.host, category="completeness",
+                status=status, reason=f"{file.tool} output: {first.message}{more}",
+                measured=len(found), source=located(first) or file.path,
             ))  # fmt: skip
 
 
-def _measured(raw: RawFile) -> bool:
-    runs = raw.parse.runs if raw.parse else []
-    for run in runs:
+def _measured(file: ParsedFile) -> bool:
+    for run in file.runs:
         if isinstance(run, (NcclRun, AllReduceBenchRun, CollectiveBenchRun)) and run.rows:
             return True
         if isinstance(run, P2PRun) and run.matrices:
@@ -194,10 +168,10 @@ INSPECTED = ("topology", "hardware", "network")
 def evidence_check(judge: JudgeState) -> None:
     """A run with nothing measured and no hardware judged (a board, a GPU count, a port) is an
     error, never a pass. A preflight-only run that judged its board stands on that."""
-    files = judge.evidence.folder.files
+    files = judge.evidence.files
     inspected = any(c.category in INSPECTED and c.status != "error" for c in judge.checks)
-    if not inspected and not any(_measured(raw) for raw in files):
-        read = sorted({f.parse.tool for f in files if f.parse})
+    if not inspected and not any(_measured(file) for file in files):
+        read = sorted({f.tool for f in files if f.tool is not None})
         judge.add(Check(
             check_id="run.evidence", host=CLUSTER, category="completeness", status="error",
             reason="nothing was measured and no hardware judged: no benchmark output and no "

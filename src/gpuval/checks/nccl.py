@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from gpuval.catalog import nvlink_count
 from gpuval.catalog.nccl_warnings import WarningMeaning, classify
 from gpuval.checks.context import JudgeState
-from gpuval.checks.folder import is_pair_file
 from gpuval.checks.model import CLUSTER, Category, Check, Status
 from gpuval.checks.references import (
     Reference,
@@ -288,7 +287,7 @@ def bandwidth_check(
     fraction = sample.busbw_gbps / peak.per_direction_gbps
     t = judge.thresholds
     status = band_status(fraction, t.busbw_pass_fraction, t.busbw_fail_fraction)
-    env = parsed.file.sidecar.env if parsed.file.sidecar else {}
+    env = parsed.file.env
     caveat = ""
     if _algorithm_seen(algorithms, env):
         caveat = f"; NVLS/CollNet in use: {ALGORITHM_CAVEAT}"
@@ -435,7 +434,7 @@ def all_reduce_bench_checks(judge: JudgeState, host: HostEvidence,
 def collective_checks(judge: JudgeState) -> None:
     for host in judge.evidence.hosts.values():
         for parsed in host.nccl:
-            if not is_pair_file(parsed.file):  # pair tries are judged by the pair analysis
+            if not parsed.file.is_pair_try:  # pair tries are judged by the pair analysis
                 nccl_checks(judge, host, parsed)
         for bench in host.all_reduce_bench:
             all_reduce_bench_checks(judge, host, bench)

@@ -14,9 +14,8 @@ from gpuval.catalog import (
     system_ring_neighbour_peak,
 )
 from gpuval.catalog.network import Port
-from gpuval.evidence import HostEvidence, Parsed
+from gpuval.evidence import HostEvidence, Parsed, ParsedFile
 from gpuval.records.nccl import COLLECTIVES, NcclRun
-from gpuval.runfolder import RawFile
 
 RING_NEIGHBOUR_COLLECTIVES = frozenset({"sendrecv"})
 _PERF_PROGRAM = re.compile(r"\b(?P<name>[a-z_]+?)_perf\b")
@@ -29,26 +28,24 @@ class Reference:
     why_none: str  # when there is no peak: what is missing, and what to do
 
 
-def named_collective(run: NcclRun, raw: RawFile) -> tuple[str, bool]:
+def named_collective(run: NcclRun, file: ParsedFile) -> tuple[str, bool]:
     """(collective, whether only the table suggested it): what the output says it ran
     (`# Collective test starting: X_perf`), else the sidecar's command (`sendrecv_perf ...`),
     else the table's guess, else "unknown". A table alone cannot tell sendrecv from all_reduce."""
     if run.collective and not run.collective_inferred:
         return run.collective, False
-    command = raw.sidecar.command if raw.sidecar else None
-    match = _PERF_PROGRAM.search(command or "")
+    match = _PERF_PROGRAM.search(file.command or "")
     if match and match["name"] in COLLECTIVES:
         return match["name"], False
     return run.collective or "unknown", True
 
 
-def collective_name(run: NcclRun, raw: RawFile) -> str:
-    return named_collective(run, raw)[0]
+def collective_name(run: NcclRun, file: ParsedFile) -> str:
+    return named_collective(run, file)[0]
 
 
-def is_multinode(raw: RawFile, hosts: list[str]) -> bool:
-    phase = raw.sidecar.phase if raw.sidecar else ""
-    return phase == "internode" or len(hosts) > 1
+def is_multinode(file: ParsedFile, hosts: list[str]) -> bool:
+    return file.phase == "internode" or len(hosts) > 1
 
 
 def run_hosts(run: NcclRun) -> list[str]:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
+from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
+from gpuval import parsers
 from gpuval.catalog.catalog import GpuModel, identify_gpu
 from gpuval.catalog.systems import detect_system, find_system
 from gpuval.evidence.model import (
@@ -20,13 +22,14 @@ from gpuval.evidence.model import (
     Interface,
     PairTry,
     Parsed,
+    ParsedFile,
     RunEvidence,
     Topology,
     pci_key,
 )
-from gpuval.plan.steps import AFTER_SUFFIX, HEALTH_PHASE, pair_step
+from gpuval.plan.steps import AFTER_SUFFIX, HEALTH_PHASE, failed_phase, pair_step
 from gpuval.records.bandwidth import AllReduceBenchRun, NvbandwidthRun
-from gpuval.records.collective_bench import CollectiveBenchRun
+from gpuval.records.collective_bench import CollectiveBenchRun, MpiPreflightRun
 from gpuval.records.health import (
     DcgmDiagRun,
     GemmBurnRun,
@@ -44,34 +47,81 @@ from gpuval.records.nvidia_smi import NvidiaSmiRun
 from gpuval.records.p2p import P2PRun
 from gpuval.records.software import SoftwareVersionRun
 from gpuval.records.topology import AmdTopologyRun, TopologyRun
-from gpuval.runfolder import RawFile, RunFolder
+from gpuval.runfolder import RawFile, RefusedPath, RunFolder, host_file
 
 R = TypeVar("R")
 
 
-def runs_of(files: Iterable[RawFile], kind: type[R]) -> Iterator[Parsed[R]]:
+def _failure_record(raw: RawFile, run_dir: Path) -> str:
+    """What the controller wrote when the node failed a phase: the task and its message."""
+    try:
+        path = host_file(run_dir, raw.host, PurePosixPath(raw.path).name)
+        if path is None:
+            return "its record is missing"
+        text = parsers.read_text(path).strip()
+    except RefusedPath as problem:
+        return f"its record cannot be read ({problem})"
+    except OSError as problem:
+        return f"its record cannot be read ({problem.strerror or problem})"
+    return " ".join(text.split()) or "its record is empty"
+
+
+def parsed_file(raw: RawFile, run_dir: Path) -> ParsedFile:
+    """The judge's view of one raw file (what it reads of the sidecar and of the parse)."""
+    sidecar, parse = raw.sidecar, raw.parse
+    ended = sidecar.problem() if sidecar else None
+    failed = sidecar is not None and ended is not None and failed_phase(sidecar.name) is not None
+    return ParsedFile(
+        host=raw.host,
+        path=raw.path,
+        step=raw.step,
+        tool=parse.tool if parse else None,
+        phase=sidecar.phase if sidecar else None,
+        command=sidecar.command if sidecar else None,
+        env=dict(sidecar.env) if sidecar else {},
+        started_at=sidecar.started_at if sidecar else None,
+        ended=ended,
+        exit_code=sidecar.exit_code if sidecar else None,
+        failure_record=_failure_record(raw, run_dir) if failed else None,
+        runs=tuple(parse.runs) if parse else (),
+        errors=tuple(parse.errors) if parse else (),
+        warnings=tuple(parse.warnings) if parse else (),
+    )
+
+
+def parsed_files(files: Iterable[RawFile], run_dir: Path) -> list[ParsedFile]:
+    """The raw files of the run folder at `run_dir`, in their order."""
+    return [parsed_file(raw, run_dir) for raw in files]
+
+
+def runs_of(files: Iterable[ParsedFile], kind: type[R]) -> Iterator[Parsed[R]]:
     """Every parsed run of record type `kind`, in file order."""
-    for raw in files:
-        if raw.parse is None:
-            continue
-        for run in raw.parse.runs:
+    for file in files:
+        for run in file.runs:
             if isinstance(run, kind):
-                yield Parsed(raw, run)
+                yield Parsed(file, run)
 
 
-def read_pair_tries(files: Iterable[RawFile]) -> list[PairTry]:
+def mpi_preflight_runs(files: Iterable[ParsedFile]) -> list[Parsed[MpiPreflightRun]]:
+    """The MPI preflight's runs (read by its own parser only)."""
+    return list(runs_of((f for f in files if f.tool == "mpi-preflight"), MpiPreflightRun))
+
+
+def all_nodes_runs(files: Iterable[ParsedFile]) -> list[Parsed[CollectiveBenchRun]]:
+    """gpuval-allreduce-bench's runs outside the pair steps (those are pair tries)."""
+    return list(runs_of((f for f in files if not f.is_pair_try), CollectiveBenchRun))
+
+
+def read_pair_tries(files: Iterable[ParsedFile]) -> list[PairTry]:
     """Every pair step's output, in file order: each file read once."""
     tries = []
-    for raw in files:
-        name = raw.step
-        step = pair_step(name)
+    for file in files:
+        step = pair_step(file.step)
         if step is None:
             continue
-        parse = raw.parse
         tries.append(PairTry(
-            name, step, raw.host, raw.path, raw.sidecar.problem() if raw.sidecar else None,
-            parse.tool if parse else None, parse.errors[0] if parse and parse.errors else None,
-            tuple(parse.runs) if parse else (),
+            file.step, step, file.host, file.path, file.ended, file.tool,
+            file.errors[0] if file.errors else None, file.runs,
         ))  # fmt: skip
     return tries
 
@@ -123,7 +173,7 @@ class AcrossNodeDevices:
     its short form, matches). The run's file lies with its first host, so the other hosts have
     no output of their own to count their GPUs from. Indexed once by short host name."""
 
-    def __init__(self, files: Iterable[RawFile]) -> None:
+    def __init__(self, files: Iterable[ParsedFile]) -> None:
         files = list(files)
         self.nccl: dict[str, list[NcclDevice]] = {}
         for parsed in runs_of(files, NcclRun):
@@ -149,7 +199,7 @@ class AcrossNodeDevices:
         ]
 
 
-def _gpu_names(files: list[RawFile], attributed: list[NcclDevice]) -> list[str]:
+def _gpu_names(files: list[ParsedFile], attributed: list[NcclDevice]) -> list[str]:
     """GPU names from the preflight's nvidia-smi, then benchmark device lists."""
     names = [gpu.name for p in runs_of(files, NvidiaSmiRun) for gpu in p.record.gpus if gpu.name]
     for nccl in runs_of(files, NcclRun):
@@ -175,7 +225,7 @@ def _first_model(names: list[str]) -> GpuModel | None:
     return None
 
 
-def _gpu_count(files: list[RawFile], attributed: list[NcclDevice]) -> int | None:
+def _gpu_count(files: list[ParsedFile], attributed: list[NcclDevice]) -> int | None:
     """nvidia-smi's list, else topo's GPU columns, else p2p's num_gpus, else the devices of a
     single-host nccl-tests run, else those a run across nodes lists on this host."""
     smi = [len(p.record.gpus) for p in runs_of(files, NvidiaSmiRun)]
@@ -194,7 +244,7 @@ def _gpu_count(files: list[RawFile], attributed: list[NcclDevice]) -> int | None
     return None
 
 
-def _amd_topology(files: list[RawFile]) -> Topology | None:
+def _amd_topology(files: list[ParsedFile]) -> Topology | None:
     """rocm-smi --showtopo / amd-smi topology as a GPU matrix of XGMI/PCIE cells (no NICs)."""
     for parsed in runs_of(files, AmdTopologyRun):
         run = parsed.record
@@ -209,7 +259,7 @@ def _amd_topology(files: list[RawFile]) -> Topology | None:
     return None
 
 
-def _topology(files: list[RawFile]) -> Topology | None:
+def _topology(files: list[ParsedFile]) -> Topology | None:
     for parsed in runs_of(files, TopologyRun):
         run = parsed.record
         if run.matrix != "topology":
@@ -233,7 +283,7 @@ def _topology(files: list[RawFile]) -> Topology | None:
     return _amd_topology(files)
 
 
-def _pcie(files: list[RawFile]) -> list[GpuPcie]:
+def _pcie(files: list[ParsedFile]) -> list[GpuPcie]:
     """Each GPU's PCIe link from the most detailed nvidia-smi form that printed it."""
     for parsed in runs_of(files, NvidiaSmiRun):
         found = [
@@ -246,7 +296,7 @@ def _pcie(files: list[RawFile]) -> list[GpuPcie]:
     return []
 
 
-def _nvlinks(files: list[RawFile]) -> list[GpuNvlinks]:
+def _nvlinks(files: list[ParsedFile]) -> list[GpuNvlinks]:
     for parsed in runs_of(files, NvidiaSmiRun):
         if parsed.record.format != "nvlink":
             continue
@@ -258,7 +308,7 @@ def _nvlinks(files: list[RawFile]) -> list[GpuNvlinks]:
     return []
 
 
-def _ib_ports(files: list[RawFile]) -> list[IbPortState]:
+def _ib_ports(files: list[ParsedFile]) -> list[IbPortState]:
     """Ports from ibstat, else ibv_devinfo (the same adapters; never counted twice)."""
     by_tool: dict[str, list[IbPortState]] = {}
     for parsed in runs_of(files, InfinibandRun):
@@ -271,7 +321,7 @@ def _ib_ports(files: list[RawFile]) -> list[IbPortState]:
     return by_tool.get("ibstat") or by_tool.get("ibv_devinfo") or []
 
 
-def _interfaces(files: list[RawFile]) -> list[Interface]:
+def _interfaces(files: list[ParsedFile]) -> list[Interface]:
     return [
         Interface(i.name, i.speed_mbit, i.operstate, parsed.source(i.line))
         for parsed in runs_of(files, NetInterfacesRun)
@@ -289,7 +339,7 @@ def nccl_version_number(text: str | None) -> str | None:
     return ".".join(match.groups()) if match else text
 
 
-def _software(files: list[RawFile], component: str, named: bool = False) -> str | None:
+def _software(files: list[ParsedFile], component: str, named: bool = False) -> str | None:
     for parsed in runs_of(files, SoftwareVersionRun):
         run = parsed.record
         if run.component == component and run.version:
@@ -305,7 +355,7 @@ def _first(values: Iterable[str | None]) -> str | None:
     return next((v.strip() for v in values if v and v.strip()), None)
 
 
-def _versions(files: list[RawFile]) -> dict[str, str]:
+def _versions(files: list[ParsedFile]) -> dict[str, str]:
     smi = [p.record for p in runs_of(files, NvidiaSmiRun)]
     nccl = [p.record for p in runs_of(files, NcclRun)]
     bench = [p.record for p in runs_of(files, AllReduceBenchRun)]
@@ -330,7 +380,7 @@ def _versions(files: list[RawFile]) -> dict[str, str]:
 # nvidia-smi-query-after).
 
 
-def _before_after(files: list[RawFile], kind: type[R]) -> BeforeAfter[R]:
+def _before_after(files: list[ParsedFile], kind: type[R]) -> BeforeAfter[R]:
     before = [f for f in files if not f.step.endswith(AFTER_SUFFIX)]
     after = [f for f in files if f.step.endswith(AFTER_SUFFIX)]
     return BeforeAfter(next(runs_of(before, kind), None), next(runs_of(after, kind), None))
@@ -343,8 +393,8 @@ def _with_health(parsed: Parsed[NvidiaSmiRun] | None) -> Parsed[NvidiaSmiRun] | 
     return parsed
 
 
-def _host_health(files: list[RawFile]) -> HostHealth:
-    smi_files = [f for f in files if f.parse and f.parse.tool in ("nvidia-smi-xml", "nvidia-smi-q")]
+def _host_health(files: list[ParsedFile]) -> HostHealth:
+    smi_files = [f for f in files if f.tool in ("nvidia-smi-xml", "nvidia-smi-q")]
     smi = _before_after(smi_files, NvidiaSmiRun)
     names = {
         key: f"GPU{gpu.index if gpu.index is not None else i}"
@@ -353,7 +403,7 @@ def _host_health(files: list[RawFile]) -> HostHealth:
         if (key := pci_key(gpu.pci_bus_id))
     }
     return HostHealth(
-        ran=any(f.sidecar is not None and f.sidecar.phase == HEALTH_PHASE for f in files),
+        ran=any(f.phase == HEALTH_PHASE for f in files),
         steps=frozenset(f.step for f in files),
         kernel_log=_before_after(files, KernelLogRun),
         smi=BeforeAfter(_with_health(smi.before), _with_health(smi.after)),
@@ -371,7 +421,7 @@ def _host_health(files: list[RawFile]) -> HostHealth:
 def _host(
     folder: RunFolder,
     name: str,
-    files: list[RawFile],
+    files: list[ParsedFile],
     reachable: bool,
     superseded: set[str],
     across: AcrossNodeDevices,
@@ -419,21 +469,26 @@ def _answered(tries: Iterable[PairTry]) -> set[str]:
 def pair_evidence(folder: RunFolder) -> RunEvidence:
     """The pair tests alone, no host's evidence: the controller judges the tries between rounds
     this way (no network reference is needed to know which try was low)."""
-    return RunEvidence(folder, {}, [], read_pair_tries(folder.files), expected_pair_steps(folder))
+    tries = read_pair_tries(parsed_files(folder.files, folder.run_dir))
+    return RunEvidence(folder, {}, [], tries, expected_pair_steps(folder))
 
 
 def build_evidence(folder: RunFolder) -> RunEvidence:
-    pair_tries = read_pair_tries(folder.files)
+    files = parsed_files(folder.files, folder.run_dir)
+    pair_tries = read_pair_tries(files)
     unreachable = sorted(set(folder.without_folder) - _answered(pair_tries))
     lost = set(unreachable)
     superseded = superseded_pair_tries(pair_tries)
-    across = AcrossNodeDevices(folder.files)
-    by_host: dict[str, list[RawFile]] = {}
-    for raw in folder.files:
-        by_host.setdefault(raw.host, []).append(raw)
+    across = AcrossNodeDevices(files)
+    by_host: dict[str, list[ParsedFile]] = {}
+    for file in files:
+        by_host.setdefault(file.host, []).append(file)
     hosts = {
         name: _host(folder, name, by_host.get(name, []), name not in lost, superseded,
                     across)
         for name in folder.hosts
     }  # fmt: skip
-    return RunEvidence(folder, hosts, unreachable, pair_tries, expected_pair_steps(folder))
+    return RunEvidence(
+        folder, hosts, unreachable, pair_tries, expected_pair_steps(folder), files,
+        mpi_preflight_runs(files), all_nodes_runs(files),
+    )  # fmt: skip

@@ -1,7 +1,8 @@
 """Evidence: what each host is and what it measured, as typed records, built once per run.
 
 The checks read only this: the declared contract (run.json `declared`), the GPUs, board and
-network that the preflight outputs show, and every benchmark run with the raw file it came from.
+network that the preflight outputs show, and every benchmark run with the file it came from
+(a ParsedFile: what the judge reads of a raw file and its sidecar).
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from gpuval.catalog.catalog import GpuModel
 from gpuval.catalog.network import Port
 from gpuval.catalog.systems import System
 from gpuval.plan.host_order import natural_key
-from gpuval.plan.steps import PairStep
+from gpuval.plan.steps import PairStep, pair_step
 from gpuval.records.bandwidth import AllReduceBenchRun, NvbandwidthRun
 from gpuval.records.base import Diagnostic
+from gpuval.records.collective_bench import CollectiveBenchRun, MpiPreflightRun
 from gpuval.records.health import (
     DcgmDiagRun,
     GemmBurnRun,
@@ -30,16 +32,49 @@ from gpuval.records.health import (
 from gpuval.records.nccl import NcclRun
 from gpuval.records.nvidia_smi import NvidiaSmiRun, NvLinkState, PcieLink
 from gpuval.records.p2p import P2PRun
-from gpuval.runfolder import RawFile, RunFolder, StepProblem
+from gpuval.runfolder import RunFolder, StepProblem
 
 R = TypeVar("R")
 
 
 @dataclass(frozen=True)
-class Parsed(Generic[R]):
-    """One parsed run and the raw file it came from."""
+class ParsedFile:
+    """One raw file as the judge reads it, taken once from the run folder: whose folder holds
+    it, its path and step, how its step ran (the sidecar's phase, command, environment, start and
+    ending; None or empty without a sidecar), the parser that read it and what the parser made of
+    it."""
 
-    file: RawFile
+    host: str
+    path: str
+    step: str  # the sidecar's name, else the file name's
+    tool: str | None  # None: not parsed (missing, or not recognised)
+    phase: str | None = None
+    command: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    started_at: str | None = None
+    # Skipped, timed out, unfinished or a non-zero exit status, with its detail (the sidecar's
+    # `problem`); None: it exited 0, or no sidecar says otherwise.
+    ended: tuple[StepProblem, str] | None = None
+    exit_code: int | None = None
+    # What the controller wrote when the node failed a phase (a failed-phase step that ended
+    # badly): the task and its message, or why it cannot be read.
+    failure_record: str | None = None
+    runs: tuple[object, ...] = ()
+    errors: tuple[Diagnostic, ...] = ()
+    warnings: tuple[Diagnostic, ...] = ()
+
+    @property
+    def is_pair_try(self) -> bool:
+        """A pair step's output: judged by the pair analysis, all tries of a pair together, so
+        the per-step checks skip it (a failed first try must not fail a pair its repeat passed)."""
+        return pair_step(self.step) is not None
+
+
+@dataclass(frozen=True)
+class Parsed(Generic[R]):
+    """One parsed run and the file it came from."""
+
+    file: ParsedFile
     record: R
 
     @property
@@ -48,7 +83,7 @@ class Parsed(Generic[R]):
 
     @property
     def tool(self) -> str:
-        return self.file.parse.tool if self.file.parse else ""
+        return self.file.tool or ""
 
     def source(self, line: int | None = None) -> str:
         return f"{self.file.path}:{line}" if line else self.file.path
@@ -221,7 +256,7 @@ class HostEvidence:
 
     name: str
     reachable: bool
-    files: list[RawFile]
+    files: list[ParsedFile]
     declared: Declared
     gpu_names: list[str]  # as printed, preflight outputs first
     detected_model: GpuModel | None  # from the first name the catalog knows
@@ -335,13 +370,18 @@ class ExpectedPairStep:
 
 @dataclass
 class RunEvidence:
-    """The run folder, each host's evidence and the pair tests across the cluster."""
+    """The run folder, each host's evidence and the runs across the cluster: the pair tests, the
+    MPI preflight and the all-nodes benchmark."""
 
     folder: RunFolder
     hosts: dict[str, HostEvidence]
     unreachable: list[str]  # listed in run.json, no folder, and no pair test answered
     pair_tries: list[PairTry] = field(default_factory=list)  # in the folder's file order
     expected_pair_steps: list[ExpectedPairStep] = field(default_factory=list)  # hosts sorted
+    files: list[ParsedFile] = field(default_factory=list)  # every raw file, in folder order
+    mpi_preflights: list[Parsed[MpiPreflightRun]] = field(default_factory=list)
+    # The all-nodes runs of gpuval-allreduce-bench (a pair step's runs are pair tries).
+    all_nodes_runs: list[Parsed[CollectiveBenchRun]] = field(default_factory=list)
 
     def host(self, name: str) -> HostEvidence | None:
         return self.hosts.get(name)

@@ -16,7 +16,7 @@ from gpuval.checks import judge_run
 from gpuval.checks.baseline import DEFAULT_RULES, Baseline, baseline_checks, value_checks
 from gpuval.checks.model import CLUSTER, Check, worst
 from gpuval.checks.thresholds import Thresholds, load_thresholds
-from gpuval.evidence import HostFacts, RunEvidence, build_evidence
+from gpuval.evidence import HostFacts, ParsedFile, RunEvidence, build_evidence
 from gpuval.judgement.figures import host_metrics, in_host_order, outliers, unordered_figures
 from gpuval.judgement.measurements import measurement_rows
 from gpuval.judgement.model import FileEntry, RunJudgement
@@ -60,7 +60,7 @@ def _acceptance_checks(
     return checks
 
 
-def _host_names(inventory: list[str], checks: list[Check], files: list[RawFile]) -> list[str]:
+def _host_names(inventory: list[str], checks: list[Check], files: list[ParsedFile]) -> list[str]:
     """Inventory order first, then any other host that has checks or files."""
     extra = {c.host for c in checks} | {f.host for f in files}
     return inventory + sorted(extra - set(inventory) - {CLUSTER})
@@ -85,7 +85,7 @@ def judge_run_folder(folder: RunFolder, judging: Judging, generated_at: str) -> 
     profile = judging.profile or (_profile_for(evidence) if judging.auto_profile else None)
     thresholds = judging.thresholds or (profile.thresholds if profile else load_thresholds(None))
     outcome = judge_run(evidence, thresholds)
-    files = folder.files
+    files = evidence.files
     pair_tables = outcome.pairs.to_dict()
     series = busbw_series(files, outcome.expectations, thresholds.large_message_min_bytes)
     p2p = p2p_runs(files)
@@ -110,7 +110,7 @@ def judge_run_folder(folder: RunFolder, judging: Judging, generated_at: str) -> 
         meta=folder.meta,
         hosts=facts,
         host_names=hosts,
-        files=[_file_entry(raw) for raw in files],
+        files=[_file_entry(raw) for raw in folder.files],
         checks=checks,
         expectations=outcome.expectations,
         diagnostics=[*folder.refused, *folder.diagnostics],

@@ -16,6 +16,7 @@ from typing import Any
 from gpuval.checks.consistency import below_median
 from gpuval.checks.pairs import KINDS, row_kind
 from gpuval.checks.thresholds import Thresholds
+from gpuval.evidence import ParsedFile
 from gpuval.judgement.model import (
     BUSBW_PREFIX,
     P2P_METRIC,
@@ -27,7 +28,6 @@ from gpuval.judgement.model import (
 )
 from gpuval.records.key_figures import KeyFigure
 from gpuval.records.nvidia_smi import EccCounts, NvidiaSmiRun, SmiGpu, SmiHealth
-from gpuval.runfolder import RawFile
 
 
 def _sum_known(values: Iterable[int | None]) -> int | None:
@@ -67,13 +67,11 @@ def _gpu_key(gpu: SmiGpu, position: int) -> str:
     return gpu.uuid or gpu.pci_bus_id or str(gpu.index if gpu.index is not None else position)
 
 
-def health_figures(files: list[RawFile]) -> list[KeyFigure]:
+def health_figures(files: list[ParsedFile]) -> list[KeyFigure]:
     # host -> counter -> GPU -> highest count printed (the same GPU in -q -x and the csv once)
     seen: dict[str, dict[str, dict[str, int]]] = {}
-    for raw in files:
-        if raw.parse is None:
-            continue
-        for run in raw.parse.runs:
+    for file in files:
+        for run in file.runs:
             if not isinstance(run, NvidiaSmiRun):
                 continue
             for position, gpu in enumerate(run.gpus):
@@ -82,7 +80,7 @@ def health_figures(files: list[RawFile]) -> list[KeyFigure]:
                 for counter, value in health_counters(gpu.health).items():
                     if value is None:
                         continue
-                    per_gpu = seen.setdefault(raw.host, {}).setdefault(counter, {})
+                    per_gpu = seen.setdefault(file.host, {}).setdefault(counter, {})
                     key = _gpu_key(gpu, position)
                     per_gpu[key] = max(value, per_gpu.get(key, value))
     return [
@@ -141,7 +139,7 @@ def metric_figure_name(metric: str) -> str:
 
 
 def unordered_figures(
-    metrics: HostMetrics, hosts: list[str], files: list[RawFile], pair_rows: list[dict[str, Any]]
+    metrics: HostMetrics, hosts: list[str], files: list[ParsedFile], pair_rows: list[dict[str, Any]]
 ) -> list[KeyFigure]:
     """The host metrics of `hosts` as key figures, then the pair and health figures."""
     found = [

@@ -7,9 +7,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from gpuval.checks.pairs import Try
+from gpuval.evidence import ParsedFile
 from gpuval.judgement.model import MeasurementRow
 from gpuval.judgement.series import NCCL_TOOLS, ToolRun, tool_runs
-from gpuval.runfolder import RawFile
 
 P2P_TOOLS = frozenset({"p2pBandwidthLatencyTest"})
 BENCH_TOOLS = frozenset({"all_reduce_bench"})
@@ -104,9 +104,9 @@ def _nvbandwidth_rows(run: ToolRun) -> Iterator[dict[str, Any]]:
                     }
 
 
-def _pair_rows(files: list[RawFile], tries: list[Try]) -> Iterator[MeasurementRow]:
+def _pair_rows(files: list[ParsedFile], tries: list[Try]) -> Iterator[MeasurementRow]:
     """The number each pair try gave (the value the pair analysis judged), one row per try."""
-    tools = {raw.path: raw.parse.tool for raw in files if raw.parse}
+    tools = {file.path: file.tool for file in files if file.tool is not None}
     for t in tries:
         if t.value is None:
             continue  # no number: the try's reason is in results.json `pairs.tries`
@@ -117,7 +117,7 @@ def _pair_rows(files: list[RawFile], tries: list[Try]) -> Iterator[MeasurementRo
         )  # fmt: skip
 
 
-def measurement_rows(files: list[RawFile], tries: list[Try]) -> list[MeasurementRow]:
+def measurement_rows(files: list[ParsedFile], tries: list[Try]) -> list[MeasurementRow]:
     """Every measured number of the run's files, then every pair try's number."""
     found: list[MeasurementRow] = []
     for run in tool_runs(files, MEASURING_TOOLS):

@@ -13,11 +13,10 @@ from typing import Any
 from gpuval.checks.model import CLUSTER, Expectation
 from gpuval.checks.nccl import Sample, judged_sample
 from gpuval.checks.references import collective_name, is_multinode, run_hosts
-from gpuval.evidence import Parsed
+from gpuval.evidence import Parsed, ParsedFile
 from gpuval.judgement.model import BusbwSeries, P2PMatrices, TopoRun, off_diagonal
 from gpuval.records.base import to_jsonable
 from gpuval.records.nccl import NcclRun
-from gpuval.runfolder import RawFile
 
 NCCL_TOOLS = frozenset({"nccl-tests", "rccl-tests"})
 BENCH_TOOL = "all_reduce_bench"  # ml-engineering's torch.distributed benchmark
@@ -28,21 +27,23 @@ UNIDIRECTIONAL_P2P = "bandwidth_unidirectional_p2p_enabled"
 
 @dataclass(frozen=True)
 class ToolRun(Parsed[object]):
-    """One parsed run of one raw file, with its JSON document (field names of the run schemas)."""
+    """One parsed run of one file, with its JSON document (field names of the run schemas)."""
 
     index: int  # position in the file's runs
     data: dict[str, Any]
 
 
-def tool_runs(files: Iterable[RawFile], tools: frozenset[str] | None = None) -> Iterator[ToolRun]:
+def tool_runs(
+    files: Iterable[ParsedFile], tools: frozenset[str] | None = None
+) -> Iterator[ToolRun]:
     """Every parsed run of the given tools (all tools when None), in file order."""
-    for raw in files:
-        if raw.parse is None or (tools is not None and raw.parse.tool not in tools):
+    for file in files:
+        if file.tool is None or (tools is not None and file.tool not in tools):
             continue
-        for index, run in enumerate(raw.parse.runs):
+        for index, run in enumerate(file.runs):
             data = to_jsonable(run)
             if isinstance(data, dict):
-                yield ToolRun(raw, run, index, data)
+                yield ToolRun(file, run, index, data)
 
 
 def finite_number(value: Any) -> float | None:
@@ -66,7 +67,7 @@ def _peak(expectations: list[Expectation], host: str, subject: str) -> Expectati
 
 
 def busbw_series(
-    files: list[RawFile], expectations: list[Expectation], min_bytes: int
+    files: list[ParsedFile], expectations: list[Expectation], min_bytes: int
 ) -> list[BusbwSeries]:
     found = []
     for run in tool_runs(files, NCCL_TOOLS | {BENCH_TOOL}):
@@ -106,7 +107,7 @@ def _matrix(value: Any) -> list[list[float | None]] | None:
     return [[finite_number(cell) for cell in row] for row in value]
 
 
-def p2p_runs(files: list[RawFile]) -> list[P2PMatrices]:
+def p2p_runs(files: list[ParsedFile]) -> list[P2PMatrices]:
     found = []
     for run in tool_runs(files, frozenset([P2P_TOOL])):
         raw_matrices = run.data.get("matrices") or {}
@@ -127,7 +128,7 @@ def _per_device(value: Any) -> dict[str, str | None]:
     return {str(k): None if v is None else str(v) for k, v in value.items()}
 
 
-def topo_runs(files: list[RawFile]) -> list[TopoRun]:
+def topo_runs(files: list[ParsedFile]) -> list[TopoRun]:
     """`nvidia-smi topo -m` link matrices (not the `topo -p2p` capability ones)."""
     found = []
     for run in tool_runs(files, frozenset([TOPO_TOOL])):

@@ -9,16 +9,15 @@ from gpuval.catalog.health import XidMeaning, sxid_meaning, xid_meaning
 from gpuval.checks.context import JudgeState
 from gpuval.checks.health.common import missing_probe
 from gpuval.checks.model import Check, Status, rank
-from gpuval.evidence import HostEvidence
+from gpuval.evidence import HostEvidence, ParsedFile
 from gpuval.evidence.model import pci_key
 from gpuval.records.health import (
     KernelEvent,
 )
-from gpuval.runfolder import RawFile
 
 
-def _captured_at(raw: RawFile) -> datetime | None:
-    started = raw.sidecar.started_at if raw.sidecar else None
+def _captured_at(file: ParsedFile) -> datetime | None:
+    started = file.started_at
     try:
         moment = datetime.fromisoformat(started) if started else None
     except ValueError:
