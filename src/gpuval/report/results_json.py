@@ -73,10 +73,11 @@ RESULTS_FILE = "results.json"
 
 def _laid_out(value: Any, depth: int = 0) -> str:
     """JSON text of `value`, sorted keys: objects open one member per line and arrays one entry
-    per line, each entry on a single line. json's C encoder writes the entries; `indent=` would
-    take its pure-Python encoder, minutes at a thousand nodes."""
+    per line, each entry on a single line (objects with other keys than text too, as json writes
+    them). json's C encoder writes the entries; `indent=` would take its pure-Python encoder,
+    minutes at a thousand nodes."""
     inner = "  " * (depth + 1)
-    if isinstance(value, dict) and value:
+    if isinstance(value, dict) and value and all(isinstance(key, str) for key in value):
         members = (
             f"{inner}{json.dumps(key)}: {_laid_out(value[key], depth + 1)}" for key in sorted(value)
         )
