@@ -9,7 +9,7 @@ check at all an error.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from gpuval import __version__
 from gpuval.checks import judge_run
@@ -74,7 +74,11 @@ def _file_entry(raw: RawFile) -> FileEntry:
         tool=parse.tool if parse else None,
         step=raw.sidecar,
         problems=[*parse.errors, *parse.warnings] if parse else [],
-        document={**to_jsonable(raw), "parse": parse.to_dict() if parse else None},
+        # The parse result once, as `gpuval parse` prints it (not also through to_jsonable).
+        document={
+            **{f.name: to_jsonable(getattr(raw, f.name)) for f in fields(raw) if f.name != "parse"},
+            "parse": parse.to_dict() if parse else None,
+        },
     )
 
 

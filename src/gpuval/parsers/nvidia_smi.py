@@ -144,14 +144,15 @@ def _query_logs(text: str) -> list[_QueryLog]:
     logs: list[_QueryLog] = []
     stack: list[tuple[int, Section]] = []
     for line in iter_lines(text):
-        raw = line.text.expandtabs(4).rstrip()
-        body = raw.strip()
-        if not body or set(body) <= {"="}:
+        raw = (line.text.expandtabs(4) if "\t" in line.text else line.text).rstrip()
+        body = raw.lstrip()
+        if not body.strip("="):  # blank, or a `====` rule
             continue
-        if _QUERY_BANNER in body or not logs:
+        banner = _QUERY_BANNER in body
+        if banner or not logs:
             logs.append(_QueryLog(Section(), [], line.number))
             stack = []
-            if _QUERY_BANNER in body:
+            if banner:
                 continue
         indent = len(raw) - len(body)
         header = _GPU_HEADER.match(body) if indent == 0 else None
@@ -167,8 +168,9 @@ def _query_logs(text: str) -> list[_QueryLog]:
         parent = stack[-1][1] if stack else logs[-1].top
         label, colon, printed = body.partition(":")
         if colon:
-            if label_key(label) not in parent.values:
-                parent.values[label_key(label)] = printed.strip()
+            key = label_key(label)
+            if key not in parent.values:
+                parent.values[key] = printed.strip()
                 parent.labels.append(label.strip())
         else:
             stack.append((indent, parent.sections.setdefault(label_key(body), Section())))

@@ -14,6 +14,7 @@ import re
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Protocol
 
 from gpuval.parsers.text import parse_int, parse_number
@@ -56,6 +57,7 @@ def integer(token: str | None) -> int | None:
     return parse_int(found.group(0)) if found else None
 
 
+@lru_cache(maxsize=4096)  # a -q file prints the same few hundred labels per GPU
 def label_key(label: str) -> str:
     """How the text form's labels are looked up: lower case, single spaces."""
     return " ".join(label.lower().split())

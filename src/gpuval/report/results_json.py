@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
+from collections.abc import Callable, Hashable
 from typing import Any
 
 from gpuval.judgement.model import RunJudgement
@@ -33,29 +35,63 @@ def results_document(judgement: RunJudgement) -> dict[str, Any]:
     }
 
 
-# Files whose parse result is checked against the schemas, per tool. One parser gives every file
-# the same shape, so more prove nothing new, while a thousand nodes' files would take minutes.
-VALIDATED_FILES_PER_TOOL = 20
+# Entries checked against the schema, per kind: files per tool, checks per check id and status.
+# One parser (one check) gives every entry of its kind the same shape, so more prove nothing new,
+# while a thousand nodes' files and checks would take minutes.
+VALIDATED_ENTRIES_PER_KIND = 20
+
+
+def _first_of_each_kind(entries: list[Any], kind: Callable[[Any], Hashable]) -> list[Any]:
+    """The first VALIDATED_ENTRIES_PER_KIND entries of each kind, in their order."""
+    kept: Counter[Hashable] = Counter()
+    sample = []
+    for entry in entries:
+        key = kind(entry)
+        kept[key] += 1
+        if kept[key] <= VALIDATED_ENTRIES_PER_KIND:
+            sample.append(entry)
+    return sample
 
 
 def validation_sample(document: dict[str, Any]) -> dict[str, Any]:
-    """results.json as validated: everything but `files`, of which the first
-    VALIDATED_FILES_PER_TOOL of each tool (and of files no parser read)."""
-    kept: dict[str | None, int] = {}
-    files = []
-    for entry in document["files"]:
-        tool = entry["parse"]["tool"] if entry["parse"] else None
-        kept[tool] = kept.get(tool, 0) + 1
-        if kept[tool] <= VALIDATED_FILES_PER_TOOL:
-            files.append(entry)
-    return {**document, "files": files}
+    """results.json as validated: everything but `files` and `checks`, of which the first
+    VALIDATED_ENTRIES_PER_KIND of each tool (and of files no parser read), of each check id and
+    status."""
+    return {
+        **document,
+        "files": _first_of_each_kind(
+            document["files"], lambda entry: entry["parse"]["tool"] if entry["parse"] else None
+        ),
+        "checks": _first_of_each_kind(
+            document["checks"], lambda check: (check["check_id"], check["status"])
+        ),
+    }
 
 
 RESULTS_FILE = "results.json"
 
 
+def _laid_out(value: Any, depth: int = 0) -> str:
+    """JSON text of `value`, sorted keys: objects open one member per line and arrays one entry
+    per line, each entry on a single line (objects with other keys than text too, as json writes
+    them). json's C encoder writes the entries; `indent=` would take its pure-Python encoder,
+    minutes at a thousand nodes."""
+    inner = "  " * (depth + 1)
+    if isinstance(value, dict) and value and all(isinstance(key, str) for key in value):
+        members = (
+            f"{inner}{json.dumps(key)}: {_laid_out(value[key], depth + 1)}" for key in sorted(value)
+        )
+    elif isinstance(value, list) and value:
+        members = (f"{inner}{json.dumps(entry, sort_keys=True)}" for entry in value)
+    else:
+        return json.dumps(value, sort_keys=True)
+    opening, closing = ("{", "}") if isinstance(value, dict) else ("[", "]")
+    return opening + "\n" + ",\n".join(members) + "\n" + "  " * depth + closing
+
+
 def results_json(judgement: RunJudgement) -> str:
-    """The content of results.json, validated; deterministic (sorted keys, fixed indent)."""
+    """The content of results.json, validated; deterministic (sorted keys; one line per check,
+    file, host or table row)."""
     document = results_document(judgement)
     validate(validation_sample(document), "results")
-    return json.dumps(document, indent=2, sort_keys=True) + "\n"
+    return _laid_out(document) + "\n"
