@@ -30,7 +30,7 @@ description:
     skipped steps, hidden files); links and special files do not.
   - Each file is written whole (a temporary file renamed into place, never through a link). A
     controller copy is never replaced by a shorter one from the node (a truncated or emptied
-    file would destroy evidence): it is kept, and named in a warning. A node without
+    file would destroy evidence); it is kept, and named in a warning. A node without
     O(node_dir) changes nothing and says so in RV(msg).
 options:
   node_dir: {description: The node's run folder., type: path, required: true}

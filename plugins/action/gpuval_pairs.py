@@ -27,11 +27,11 @@ description:
     (RV(retry_rounds)), the next stage (RV(next)), the all-nodes test's outcome and the MPI
     preflight's. Every planned entry is C({round, a, b, tries, steps, peers, lanes}), with the try
     number of each kind and the step names it writes (gpuval.plan.steps).
-  - With O(commands), also what the nodes run (C(gpuval.plan.pair_plan)): the kinds that run and
-    why the
-    others do not (RV(kinds), RV(skip_reasons), RV(summary)), the rails (RV(rdma_rails),
-    RV(hosts_with_rail), RV(rails)), RV(addresses), staged mode's RV(all_nodes_run), and in
-    every entry C(pair), C(hosts) and C(run) (per kind, the commands of both sides).
+  - With O(commands), also what the nodes run (C(gpuval.plan.pair_plan)), that is the kinds
+    that run and why the others do not (RV(kinds), RV(skip_reasons), RV(summary)), the rails
+    (RV(rdma_rails), RV(hosts_with_rail), RV(rails)), RV(addresses), staged mode's
+    RV(all_nodes_run), and in every entry C(pair), C(hosts) and C(run) (per kind, the commands
+    of both sides).
 options:
   run_dir:
     description: The controller's run folder (reports/<run-id>).
@@ -72,15 +72,16 @@ options:
   all_nodes_host:
     description:
       - Host holding the all-nodes test (default the first host, with O(commands) the first
-        host still in the play in the inventory's order: the one the plan runs it on).
+        host still in the play in the inventory's order, the one the plan runs it on).
     type: str
   commands:
     description:
       - Plan what the nodes run (C(gpuval.plan.pair_plan)) from the role's C(bench_pairs_*)
         variables (as the task sees them) and each host's facts (C(hostvars)), as
         roles/bench_pairs does; O(kinds) is then the plan's (RV(kinds)), not the option's.
-      - Every planned entry then carries C(pair) (C(a--b)), C(hosts) and C(run): per kind it
-        tries, the commands of both sides (C(gpuval.plan.pair_plan.PairPlan.with_commands)).
+      - Every planned entry then carries C(pair) (C(a--b)), C(hosts) and C(run), which holds for
+        each kind it tries the commands of both sides
+        (C(gpuval.plan.pair_plan.PairPlan.with_commands)).
     type: bool
     default: false
 """
