@@ -215,27 +215,21 @@ class PairPlan:
         no_gpu = list(dict.fromkeys(no_usable_gpu + self._lacking(lambda n: n.nccl_tests_bin_dir)))
         no_hca = self._lacking(lambda n: n.rdma_hcas)
         no_binary = self._lacking(lambda n: n.has_rdma_binary)
-        reasons = {"allreduce": "", "nccl": "", "rdma": "", "rdma_gpudirect": ""}
-        if s.allreduce == "false":
-            reasons["allreduce"] = "turned off (bench_pairs_allreduce: false)"
-        elif s.allreduce == "auto" and no_torch:
-            reasons["allreduce"] = (
-                f"torch not importable on {', '.join(no_torch)}"
-                " (bench_pairs_pythonpath names where torch is)"
-            )
-        if s.nccl == "false":
-            reasons["nccl"] = "turned off (bench_pairs_nccl: false)"
-        elif s.nccl == "auto" and no_gpu:
-            reasons["nccl"] = f"no usable GPU or no nccl-tests on {', '.join(no_gpu)}"
-        if s.rdma == "false":
-            reasons["rdma"] = "turned off (bench_pairs_rdma: false)"
-        elif s.rdma == "auto" and no_hca:
-            reasons["rdma"] = (
-                f"no RDMA HCA on {', '.join(no_hca)}"
-                " (preflight found none; bench_pairs_rdma_hcas or gpuval_ib_hcas names them)"
-            )
-        elif s.rdma == "auto" and no_binary:
-            reasons["rdma"] = f"no {s.rdma_binary} (perftest) on {', '.join(no_binary)}"
+        torch_hint = " (bench_pairs_pythonpath names where torch is)"
+        hca_hint = " (preflight found none; bench_pairs_rdma_hcas or gpuval_ib_hcas names them)"
+        reasons = {
+            "allreduce": _why_not("allreduce", s.allreduce, [
+                (no_torch, "torch not importable on {}" + torch_hint),
+            ]),
+            "nccl": _why_not("nccl", s.nccl, [
+                (no_gpu, "no usable GPU or no nccl-tests on {}"),
+            ]),
+            "rdma": _why_not("rdma", s.rdma, [
+                (no_hca, "no RDMA HCA on {}" + hca_hint),
+                (no_binary, f"no {s.rdma_binary} (perftest) on {{}}"),
+            ]),
+            "rdma_gpudirect": "",
+        }  # fmt: skip
         if not s.rdma_gpudirect:
             reasons["rdma_gpudirect"] = "turned off (bench_pairs_rdma_gpudirect: false)"
         elif no_usable_gpu:
@@ -495,3 +489,16 @@ class PairPlan:
             "rails": {h: list(self.nodes[h].rdma_hcas) for h in self.active},
             "addresses": {h: self.address(self.active[0], h) for h in self.active},
         }
+
+
+def _why_not(kind: str, setting: str, missing: list[tuple[list[str], str]]) -> str:
+    """Why a pair kind does not run: turned off ("false"), or, when "auto", the first thing
+    some host lacks (`missing`: those hosts and the reason with {} for their names); '' when
+    it runs."""
+    if setting == "false":
+        return f"turned off (bench_pairs_{kind}: false)"
+    if setting == "auto":
+        for hosts, reason in missing:
+            if hosts:
+                return reason.format(", ".join(hosts))
+    return ""
