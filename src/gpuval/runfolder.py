@@ -21,7 +21,7 @@ from typing import Any, Literal
 from gpuval import parsers
 from gpuval.plan.steps import pair_step
 from gpuval.records.base import Diagnostic, ParseResult
-from gpuval.schemas.validation import validator
+from gpuval.schemas.validation import schema_problems
 
 StepProblem = Literal["skipped", "timed_out", "unfinished", "exit_status"]
 
@@ -207,7 +207,7 @@ def _schema_checked_run_json(document: dict[str, Any]) -> tuple[dict[str, Any], 
     """run.json without the top-level keys whose value breaks run.schema.json, each named in an
     error; a warning when `expected` is absent (a step that never ran cannot be noticed)."""
     problems = sorted(
-        validator("run").iter_errors(document), key=lambda e: [str(p) for p in e.absolute_path]
+        schema_problems(document, "run"), key=lambda e: [str(p) for p in e.absolute_path]
     )
     diagnostics = [
         _error(
@@ -230,7 +230,7 @@ def _schema_checked_run_json(document: dict[str, Any]) -> tuple[dict[str, Any], 
 
 
 def _sidecar_problems(document: Any, source: str) -> list[Diagnostic]:
-    problems = sorted(validator("sidecar").iter_errors(document), key=lambda e: list(e.path))
+    problems = sorted(schema_problems(document, "sidecar"), key=lambda e: list(e.path))
     return [
         _error(
             f"sidecar does not match sidecar.schema.json at "
