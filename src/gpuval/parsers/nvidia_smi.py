@@ -142,53 +142,58 @@ class _QueryLog:
 def _query_logs(text: str) -> list[_QueryLog]:
     """The text form's tree, nested by indentation (tabs count as four spaces).
 
-    One pass with a few string operations a line (a file prints ~230 lines per GPU): the
-    innermost open section is kept in locals, the stack is only walked where a line is
-    indented no deeper than that section's header."""
+    One pass with a few operations a line (a file prints ~230 lines per GPU): most lines are
+    printed alike for every GPU, so a line read once is remembered; the innermost open section
+    is kept in locals, the stack only walked where a line closes sections."""
     logs: list[_QueryLog] = []
     block = TextBlock()  # where lines go: the latest log's top, or its latest GPU block
+    values = block.values
     # Open sections, innermost last: (indent of its header, path prefix, its value labels).
     stack: list[tuple[int, str, list[str]]] = []
     # The innermost open section, or the block itself (indent -1: nothing closes it).
     depth, prefix, labels = -1, "", block.labels[""]
-    keys: dict[str, str] = {}  # label as printed -> label_key, without a call per line
+    # Field and section lines read: line -> (indent, label key, ":" or "", value, label).
+    seen: dict[str, tuple[int, str, str, str | None, str]] = {}
     tabs = "\t" in text
     for number, line in enumerate(clean_lines(text), start=1):
-        raw = (line.expandtabs(4) if tabs and "\t" in line else line).rstrip()
-        body = raw.lstrip()
-        if not body or (body[0] == "=" and not body.strip("=")):  # blank, or a `====` rule
-            continue
-        banner = _QUERY_BANNER in body
-        if banner or not logs:
-            logs.append(_QueryLog(TextBlock(), [], number))
-            block, stack = logs[-1].top, []
-            depth, prefix, labels = -1, "", block.labels[""]
-            if banner:
+        parsed = seen.get(line)
+        if parsed is None:
+            raw = (line.expandtabs(4) if tabs and "\t" in line else line).rstrip()
+            body = raw.lstrip()
+            if not body or (body[0] == "=" and not body.strip("=")):  # blank, or a `====` rule
                 continue
-        indent = len(raw) - len(body)
-        header = _GPU_HEADER.match(body) if indent == 0 else None
-        if header:
-            block = TextBlock()
-            logs[-1].gpus.append((header.group(1), block, number))
-            # Below the header even at indent 0: copies that lost their indentation keep
-            # the GPU's own fields.
-            stack = [(-1, "", block.labels[""])]
-            depth, prefix, labels = stack[-1]
-            continue
+            banner = _QUERY_BANNER in body
+            if banner or not logs:
+                logs.append(_QueryLog(TextBlock(), [], number))
+                block, stack = logs[-1].top, []
+                values = block.values
+                depth, prefix, labels = -1, "", block.labels[""]
+                if banner:
+                    continue
+            indent = len(raw) - len(body)
+            header = _GPU_HEADER.match(body) if indent == 0 else None
+            if header:
+                block = TextBlock()
+                values = block.values
+                logs[-1].gpus.append((header.group(1), block, number))
+                # Below the header even at indent 0: copies that lost their indentation keep
+                # the GPU's own fields.
+                stack = [(-1, "", block.labels[""])]
+                depth, prefix, labels = stack[-1]
+                continue
+            label, colon, printed = body.partition(":")
+            parsed = seen[line] = (indent, label_key(label), colon, _value(printed), label)
+        indent, key, colon, cleaned, label = parsed
         if indent <= depth:
             while stack and stack[-1][0] >= indent:
                 stack.pop()
             depth, prefix, labels = stack[-1] if stack else (-1, "", block.labels[""])
-        label, colon, printed = body.partition(":")
-        key = keys.get(label)
-        if key is None:
-            key = keys[label] = label_key(label)
         path = prefix + key
         if not colon:
             stack.append((indent, path + "/", block.labels.setdefault(path, [])))
             depth, prefix, labels = stack[-1]
-        elif path not in block.values:
-            block.values[path] = printed.strip()
+        elif path not in values:
+            values[path] = cleaned
             labels.append(label)
     return logs
 

@@ -85,7 +85,7 @@ def snake(label: str) -> str:
 
 class Source(Protocol):
     def value(self, path: str) -> str | None:
-        """The value printed at `path`, cleaned by `value` (None for N/A and the like)."""
+        """The value at `path`, cleaned by `value` (None for N/A and the like)."""
         ...
 
     def leaves(self, path: str) -> list[tuple[str, str | None]]: ...
@@ -119,19 +119,19 @@ class TextBlock:
     repeated path winning, and each section's value labels as printed, in order. A field is
     one dict look-up, not a walk down nested blocks."""
 
-    __slots__ = ("labels", "values")
+    __slots__ = ("labels", "value", "values")
 
     def __init__(self) -> None:
-        self.values: dict[str, str] = {}
+        # Path -> the value printed there, cleaned by `value` (None for N/A and the like).
+        self.values: dict[str, str | None] = {}
         # Section path ("" for the block itself) -> its value labels as printed (spaces kept).
         self.labels: dict[str, list[str]] = {"": []}
+        # Source.value as the dict's own get: read_gpu calls it for every path of every field.
+        self.value: Callable[[str], str | None] = self.values.get
 
     @property
     def empty(self) -> bool:
         return not self.values and len(self.labels) == 1
-
-    def value(self, path: str) -> str | None:
-        return value(self.values.get(path))
 
     def leaves(self, path: str) -> list[tuple[str, str | None]]:
         labels = self.labels.get(path)
@@ -139,7 +139,7 @@ class TextBlock:
             return []
         prefix = f"{path}/" if path else ""
         values = self.values
-        return [(snake(label), value(values[prefix + label_key(label)])) for label in labels]
+        return [(snake(label), values[prefix + label_key(label)]) for label in labels]
 
     def has(self, path: str) -> bool:
         return path in self.labels or self.value(path) is not None
@@ -405,7 +405,7 @@ def read_gpu(source: Source, index: int, form: str) -> SmiGpu:
     lookup = source.value
     for holder, name, convert, xml_paths, text_paths in _PLAN:
         printed = None
-        for path in xml_paths if xml else text_paths:  # the first path printed wins
+        for path in xml_paths if xml else text_paths:  # the first path with a value wins
             printed = lookup(path)
             if printed is not None:
                 break
