@@ -130,6 +130,11 @@ def _read_xml(text: str, result: ParseResult) -> NvidiaSmiRun | None:
 _GPU_HEADER = re.compile(r"^GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\s*$")
 
 
+# How many distinct lines _query_logs remembers: a file of 8 H100s prints ~300, while a large
+# file that is no -q output (read as one on request) must not cost a tuple for each line.
+_REMEMBERED_LINES = 8192
+
+
 @dataclass
 class _QueryLog:
     """One `==NVSMI LOG==` document: its top-level values and one block per `GPU BUS` header."""
@@ -182,7 +187,9 @@ def _query_logs(text: str) -> list[_QueryLog]:
                 depth, prefix, labels = stack[-1]
                 continue
             label, colon, printed = body.partition(":")
-            parsed = seen[line] = (indent, label_key(label), colon, _value(printed), label)
+            parsed = (indent, label_key(label), colon, _value(printed), label)
+            if len(seen) < _REMEMBERED_LINES:
+                seen[line] = parsed
         indent, key, colon, cleaned, label = parsed
         if indent <= depth:
             while stack and stack[-1][0] >= indent:
