@@ -454,3 +454,29 @@ def test_lspci_bad_input_names_the_file_and_line() -> None:
                                                              ("b.txt", 4)]  # fmt: skip
     [bridge] = result.runs[0].devices
     assert (bridge.secondary_bus, bridge.acs_control) == (None, None)
+
+
+def test_the_logs_span_is_its_first_and_last_dated_kernel_line() -> None:
+    text = (
+        "-- Boot 3f2a --\n"
+        "a kernel line without a time\n"
+        "2026-11-23T03:00:34,037767+00:00 node kernel: Linux version 6.18\n"
+        "2026-11-23T03:00:35+0000 node kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1, off\n"
+        # Dated only after its event: the event, and so the line, has no time.
+        "NVRM: Xid (PCI:0000:3b:00): 48, seen at 2026-11-23T03:00:36+00:00\n"
+        "another kernel line without a time\n"
+    )
+    run = checked(kernel_log.parse(text)).runs[0]
+    assert (run.format, run.line_count) == ("iso", 5)
+    assert run.first_timestamp == "2026-11-23T03:00:34,037767+00:00"
+    assert run.last_timestamp == "2026-11-23T03:00:35+0000"
+    assert [(e.code, e.line, e.timestamp, e.time_iso) for e in run.events] == [
+        (79, 4, "2026-11-23T03:00:35+0000", "2026-11-23T03:00:35+00:00"),
+        (48, 5, None, None),
+    ]
+
+
+def test_an_event_mark_split_by_a_terminal_control_sequence_is_read() -> None:
+    text = "[ 5107.644336] NVRM: Xi\x1b[0md (PCI:0000:3b:00): 79, pid=1, GPU has fallen off\n"
+    run = checked(kernel_log.parse(text)).runs[0]
+    assert [(e.code, e.uptime_s) for e in run.events] == [(79, 5107.644336)]

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
-from gpuval.parsers.text import iter_lines
+from gpuval.parsers.text import clean_lines
 from gpuval.records.base import ParseResult
 from gpuval.records.health import KernelEvent, KernelLogRun
 
@@ -54,6 +54,10 @@ _READ_FAILED = re.compile(
 )
 # journalctl's own marker lines ("-- Boot 3f2a... --", "-- Logs begin at ... --", "-- Reboot --").
 _JOURNAL_MARKER = re.compile(r"^-- .* --$")
+# What the lines of both kinds start with: any other line is a kernel line without a test.
+_NOT_KERNEL_STARTS = frozenset("-Nd")
+# Text that each event pattern holds: a line without either is no event without a search.
+_EVENT_MARKS = ("Xid (", "fallen off the bus")
 
 
 def detect(text: str) -> tuple[str, int] | None:
@@ -116,30 +120,65 @@ def _event(text: str, number: int) -> tuple[KernelEvent | None, int]:
 def parse(text: str, source: str | None = None, tool: str | None = None) -> ParseResult:
     result = ParseResult("kernel-log", source)
     run = KernelLogRun(format="plain", line_count=0)
-    formats: list[str] = []
     reasons: list[str] = []
-    for line in iter_lines(text):
-        stripped = line.text.strip()
-        if _READ_FAILED.search(stripped):
-            reasons.append(stripped)
+    lines = clean_lines(text)
+    kernel: list[int] = []  # indices of the kernel lines (not blank, not a journal marker)
+    events: dict[int, tuple[KernelEvent, int]] = {}  # line index -> event, where it starts
+    # A control sequence removed from a line may join a mark that the text holds in two parts.
+    may_hold_events = "\x1b" in text or any(mark in text for mark in _EVENT_MARKS)
+    for index, line in enumerate(lines):
+        stripped = line.strip()
+        if not stripped:
             continue
-        if not stripped or _JOURNAL_MARKER.match(stripped):
-            continue
-        run.line_count += 1
-        event, start = _event(line.text, line.number)
-        kind, stamp, iso, uptime = _dated(line.text, start if event else len(line.text))
-        if stamp:
-            formats.append(kind)
-            run.first_timestamp = run.first_timestamp or stamp
-            run.last_timestamp = stamp
-        if event is None:
-            continue
-        event.timestamp, event.time_iso, event.uptime_s = stamp, iso, uptime
-        run.events.append(event)
+        if stripped[0] in _NOT_KERNEL_STARTS:
+            if _READ_FAILED.match(stripped):
+                reasons.append(stripped)
+                continue
+            if _JOURNAL_MARKER.match(stripped):
+                continue
+        kernel.append(index)
+        if may_hold_events and (_EVENT_MARKS[0] in line or _EVENT_MARKS[1] in line):
+            event, start = _event(line, index + 1)
+            if event is not None:
+                events[index] = event, start
+    run.line_count = len(kernel)
     if run.line_count == 0:
         run.unreadable = "; ".join(dict.fromkeys(reasons)) or (
             "journalctl and dmesg printed no kernel line"
         )
-    run.format = formats[0] if formats else "plain"
+    _date_span(run, lines, kernel, events)
+    for index, (event, start) in events.items():
+        _, event.timestamp, event.time_iso, event.uptime_s = _dated(lines[index], start)
+        run.events.append(event)
     result.runs.append(run)
     return result
+
+
+def _date_span(
+    run: KernelLogRun,
+    lines: list[str],
+    kernel: list[int],
+    events: dict[int, tuple[KernelEvent, int]],
+) -> None:
+    """The log's format and first and last time, from its first and last dated kernel lines:
+    only those are dated (from each end), not every line. An event line is dated by the text
+    before its event, as the event itself is."""
+
+    def stamp(index: int) -> tuple[str, str | None]:
+        line = lines[index]
+        found = events.get(index)
+        kind, printed, _, _ = _dated(line, found[1] if found else len(line))
+        return kind, printed
+
+    for first in range(len(kernel)):
+        kind, printed = stamp(kernel[first])
+        if printed:
+            run.format, run.first_timestamp = kind, printed
+            break
+    else:
+        return
+    for index in reversed(kernel[first:]):  # ends at the first dated line at the latest
+        printed = stamp(index)[1]
+        if printed:
+            run.last_timestamp = printed
+            return

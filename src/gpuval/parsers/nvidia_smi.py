@@ -13,11 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpuval.parsers.nvidia_smi_csv import csv_header_line, read_csv
-from gpuval.parsers.nvidia_smi_fields import Section, XmlSource, label_key, read_gpu
+from gpuval.parsers.nvidia_smi_fields import TextBlock, XmlSource, label_key, read_gpu
 from gpuval.parsers.nvidia_smi_fields import integer as _integer
 from gpuval.parsers.nvidia_smi_fields import value as _value
 from gpuval.parsers.nvidia_smi_table import read_tables
-from gpuval.parsers.text import DETECT_WINDOW, Line, iter_lines, parse_number
+from gpuval.parsers.text import DETECT_WINDOW, Line, clean_lines, iter_lines, parse_number
 from gpuval.records.base import ParseResult
 from gpuval.records.nvidia_smi import NvidiaSmiRun, NvLinkState, SmiGpu
 
@@ -130,50 +130,78 @@ def _read_xml(text: str, result: ParseResult) -> NvidiaSmiRun | None:
 _GPU_HEADER = re.compile(r"^GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\s*$")
 
 
+# How many distinct lines _query_logs remembers: a file of 8 H100s prints ~300, while a large
+# file that is no -q output (read as one on request) must not cost a tuple for each line.
+_REMEMBERED_LINES = 8192
+
+
 @dataclass
 class _QueryLog:
-    """One `==NVSMI LOG==` document: its top-level values and one section per `GPU BUS` block."""
+    """One `==NVSMI LOG==` document: its top-level values and one block per `GPU BUS` header."""
 
-    top: Section
-    gpus: list[tuple[str, Section, int]]  # bus id, block, line of its header
+    top: TextBlock
+    gpus: list[tuple[str, TextBlock, int]]  # bus id, block, line of its header
     line: int
 
 
 def _query_logs(text: str) -> list[_QueryLog]:
-    """The text form's tree, nested by indentation (tabs count as four spaces)."""
+    """The text form's tree, nested by indentation (tabs count as four spaces).
+
+    One pass with a few operations a line (a file prints ~230 lines per GPU): most lines are
+    printed alike for every GPU, so a line read once is remembered; the innermost open section
+    is kept in locals, the stack only walked where a line closes sections."""
     logs: list[_QueryLog] = []
-    stack: list[tuple[int, Section]] = []
-    for line in iter_lines(text):
-        raw = (line.text.expandtabs(4) if "\t" in line.text else line.text).rstrip()
-        body = raw.lstrip()
-        if not body.strip("="):  # blank, or a `====` rule
-            continue
-        banner = _QUERY_BANNER in body
-        if banner or not logs:
-            logs.append(_QueryLog(Section(), [], line.number))
-            stack = []
-            if banner:
+    block = TextBlock()  # where lines go: the latest log's top, or its latest GPU block
+    values = block.values
+    # Open sections, innermost last: (indent of its header, path prefix, its value labels).
+    stack: list[tuple[int, str, list[str]]] = []
+    # The innermost open section, or the block itself (indent -1: nothing closes it).
+    depth, prefix, labels = -1, "", block.labels[""]
+    # Field and section lines read: line -> (indent, label key, ":" or "", value, label).
+    seen: dict[str, tuple[int, str, str, str | None, str]] = {}
+    tabs = "\t" in text
+    for number, line in enumerate(clean_lines(text), start=1):
+        parsed = seen.get(line)
+        if parsed is None:
+            raw = (line.expandtabs(4) if tabs and "\t" in line else line).rstrip()
+            body = raw.lstrip()
+            if not body or (body[0] == "=" and not body.strip("=")):  # blank, or a `====` rule
                 continue
-        indent = len(raw) - len(body)
-        header = _GPU_HEADER.match(body) if indent == 0 else None
-        if header:
-            block = Section()
-            logs[-1].gpus.append((header.group(1), block, line.number))
-            # Below the header even at indent 0: copies that lost their indentation keep
-            # the GPU's own fields.
-            stack = [(-1, block)]
-            continue
-        while stack and stack[-1][0] >= indent:
-            stack.pop()
-        parent = stack[-1][1] if stack else logs[-1].top
-        label, colon, printed = body.partition(":")
-        if colon:
-            key = label_key(label)
-            if key not in parent.values:
-                parent.values[key] = printed.strip()
-                parent.labels.append(label.strip())
-        else:
-            stack.append((indent, parent.sections.setdefault(label_key(body), Section())))
+            banner = _QUERY_BANNER in body
+            if banner or not logs:
+                logs.append(_QueryLog(TextBlock(), [], number))
+                block, stack = logs[-1].top, []
+                values = block.values
+                depth, prefix, labels = -1, "", block.labels[""]
+                if banner:
+                    continue
+            indent = len(raw) - len(body)
+            header = _GPU_HEADER.match(body) if indent == 0 else None
+            if header:
+                block = TextBlock()
+                values = block.values
+                logs[-1].gpus.append((header.group(1), block, number))
+                # Below the header even at indent 0: copies that lost their indentation keep
+                # the GPU's own fields.
+                stack = [(-1, "", block.labels[""])]
+                depth, prefix, labels = stack[-1]
+                continue
+            label, colon, printed = body.partition(":")
+            parsed = (indent, label_key(label), colon, _value(printed), label)
+            if len(seen) < _REMEMBERED_LINES:
+                seen[line] = parsed
+        indent, key, colon, cleaned, label = parsed
+        if indent <= depth:
+            while stack and stack[-1][0] >= indent:
+                stack.pop()
+            depth, prefix, labels = stack[-1] if stack else (-1, "", block.labels[""])
+        path = prefix + key
+        if not colon:
+            stack.append((indent, path + "/", block.labels.setdefault(path, [])))
+            depth, prefix, labels = stack[-1]
+        elif path not in values:
+            values[path] = cleaned
+            labels.append(label)
     return logs
 
 
@@ -188,7 +216,7 @@ def _read_queries(text: str, result: ParseResult) -> list[NvidiaSmiRun]:
             attached_gpus=_integer(log.top.value("attached gpus")),
         )
         for index, (bus_id, block, number) in enumerate(log.gpus):
-            if not block.values and not block.sections:
+            if block.empty:
                 result.warn(f"GPU {bus_id} printed no fields", number)
             gpu = read_gpu(block, index, "text")
             gpu.pci_bus_id = gpu.pci_bus_id or bus_id

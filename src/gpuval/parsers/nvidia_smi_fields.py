@@ -13,8 +13,9 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
+from operator import attrgetter
 from typing import Any, Protocol
 
 from gpuval.parsers.text import parse_int, parse_number
@@ -39,37 +40,53 @@ def value(token: str | None) -> str | None:
     return None if token.upper() in _ABSENT else token
 
 
+_LEADING_NUMBER = re.compile(r"[-+]?\d[\d_,]*(?:\.\d+)?")
+_LEADING_INTEGER = re.compile(r"\d+")
+
+
 def number(token: str | None) -> float | None:
     """The leading number of a value with a unit ('81559 MiB', '70.00 W', '-8 C', '56C')."""
-    printed = value(token)
-    if printed is None:
-        return None
-    found = re.match(r"[-+]?\d[\d_,]*(?:\.\d+)?", printed)
-    return parse_number(found.group(0)) if found else None
+    return _leading_number(value(token))
 
 
 def integer(token: str | None) -> int | None:
     """The leading integer of a value ('16x', '2560 bank(s)', '0')."""
-    printed = value(token)
-    if printed is None:
-        return None
-    found = re.match(r"\d+", printed)
+    return _leading_integer(value(token))
+
+
+def _leading_number(printed: str | None) -> float | None:
+    """`number` of what `value` returned."""
+    found = None if printed is None else _LEADING_NUMBER.match(printed)
+    return parse_number(found.group(0)) if found else None
+
+
+def _leading_integer(printed: str | None) -> int | None:
+    """`integer` of what `value` returned."""
+    found = None if printed is None else _LEADING_INTEGER.match(printed)
     return parse_int(found.group(0)) if found else None
 
 
 @lru_cache(maxsize=4096)  # a -q file prints the same few hundred labels per GPU
 def label_key(label: str) -> str:
-    """How the text form's labels are looked up: lower case, single spaces."""
-    return " ".join(label.lower().split())
+    """How the text form's labels are looked up: lower case, single spaces, and a printed "/"
+    as a line break (which no label holds): a path's "/" only ever separates its sections, so
+    a label "A/B" is never taken for label B in section A."""
+    return " ".join(label.lower().split()).replace("/", "\n")
 
 
+_NOT_SNAKE = re.compile(r"[^a-z0-9]+")
+
+
+@lru_cache(maxsize=4096)  # the same labels, GPU after GPU
 def snake(label: str) -> str:
     """'SRAM Uncorrectable SEC-DED' -> 'sram_uncorrectable_sec_ded'."""
-    return re.sub(r"[^a-z0-9]+", "_", label.lower()).strip("_")
+    return _NOT_SNAKE.sub("_", label.lower()).strip("_")
 
 
 class Source(Protocol):
-    def value(self, path: str) -> str | None: ...
+    def value(self, path: str) -> str | None:
+        """The value at `path`, cleaned by `value` (None for N/A and the like)."""
+        ...
 
     def leaves(self, path: str) -> list[tuple[str, str | None]]: ...
 
@@ -96,34 +113,36 @@ class XmlSource:
         return self.element.find(path) is not None
 
 
-@dataclass
-class Section:
-    """One block of the text form: `Label : value` lines and nested blocks, by lower-case
-    label (the first of a repeated label wins)."""
+class TextBlock:
+    """One block of the text form (a log's top, or one GPU), flat: each `Label : value` under
+    its path of lower-case labels ("ecc errors/volatile/sram correctable"), the first of a
+    repeated path winning, and each section's value labels as printed, in order. A field is
+    one dict look-up, not a walk down nested blocks."""
 
-    values: dict[str, str] = field(default_factory=dict)
-    sections: dict[str, Section] = field(default_factory=dict)
-    labels: list[str] = field(default_factory=list)  # value labels as printed, in order
+    __slots__ = ("labels", "value", "values")
 
-    def find(self, path: str) -> Section | None:
-        section: Section | None = self
-        for part in path.split("/") if path else []:
-            section = section.sections.get(part) if section else None
-        return section
+    def __init__(self) -> None:
+        # Path -> the value printed there, cleaned by `value` (None for N/A and the like).
+        self.values: dict[str, str | None] = {}
+        # Section path ("" for the block itself) -> its value labels as printed (spaces kept).
+        self.labels: dict[str, list[str]] = {"": []}
+        # Source.value as the dict's own get: read_gpu calls it for every path of every field.
+        self.value: Callable[[str], str | None] = self.values.get
 
-    def value(self, path: str) -> str | None:
-        parent, _, name = path.rpartition("/")
-        section = self.find(parent)
-        return value(section.values.get(name)) if section else None
+    @property
+    def empty(self) -> bool:
+        return not self.values and len(self.labels) == 1
 
     def leaves(self, path: str) -> list[tuple[str, str | None]]:
-        section = self.find(path)
-        if section is None:
+        labels = self.labels.get(path)
+        if labels is None:
             return []
-        return [(snake(label), value(section.values[label_key(label)])) for label in section.labels]
+        prefix = f"{path}/" if path else ""
+        values = self.values
+        return [(snake(label), values[prefix + label_key(label)]) for label in labels]
 
     def has(self, path: str) -> bool:
-        return self.find(path) is not None or self.value(path) is not None
+        return path in self.labels or self.value(path) is not None
 
 
 @dataclass(frozen=True)
@@ -354,14 +373,43 @@ def assign(record: Any, target: str, printed: Any) -> None:
     setattr(attribute(record, parent), name, printed)
 
 
+def _itself(record: Any) -> Any:
+    return record
+
+
+def _setter(target: str) -> tuple[Callable[[Any], Any], str]:
+    """Where a dotted target (`health.power.limit_w`) is set: a getter of the record that holds
+    it, and the attribute's name."""
+    parent, _, name = target.rpartition(".")
+    return (attrgetter(parent) if parent else _itself), name
+
+
+# Each conversion as applied to what a Source's value() returned, which `value` already
+# cleaned: the same result without cleaning it twice.
+_AFTER_VALUE: dict[Callable[[str | None], Any], Callable[[str | None], Any]] = {
+    value: _itself,
+    number: _leading_number,
+    integer: _leading_integer,
+}
+# FIELDS with their targets resolved once: read_gpu runs them for every GPU of every file.
+_PLAN = tuple(
+    (*_setter(spec.target), _AFTER_VALUE.get(spec.convert, spec.convert), spec.xml, spec.text)
+    for spec in FIELDS
+)
+
+
 def read_gpu(source: Source, index: int, form: str) -> SmiGpu:
     """One GPU from `source`; `form` is "xml" or "text" (which paths to read)."""
     gpu = SmiGpu(index=index, pcie=PcieLink(), health=SmiHealth())
     xml = form == "xml"
-    for spec in FIELDS:
-        paths = spec.xml if xml else spec.text
-        printed = next((v for v in map(source.value, paths) if v is not None), None)
-        assign(gpu, spec.target, spec.convert(printed))
+    lookup = source.value
+    for holder, name, convert, xml_paths, text_paths in _PLAN:
+        printed = None
+        for path in xml_paths if xml else text_paths:  # the first path with a value wins
+            printed = lookup(path)
+            if printed is not None:
+                break
+        setattr(holder(gpu), name, convert(printed))
     health = gpu.health
     assert health is not None  # made above; the records' type says it may be absent
     for target, clean, convert, xml_paths, text_paths in LEAVES:

@@ -39,14 +39,24 @@ def strip_launcher_prefix(text: str) -> str:
 _ANSI_SEQUENCE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
+def clean_lines(text: str) -> list[str]:
+    """Each line's text (line N at index N - 1) with terminal control sequences and launcher
+    prefixes removed: what `iter_lines` yields, without an object per line, for parsers whose
+    loop sees every line of large files."""
+    lines = text.splitlines()  # splits at carriage returns too: none is left at a line's end
+    # The whole-text tests skip the per-line work for the usual text, which has neither.
+    if "\x1b" in text:
+        lines = [_ANSI_SEQUENCE.sub("", line) if "\x1b" in line else line for line in lines]
+    if "[" in text:
+        return [strip_launcher_prefix(line) if line[:1] == "[" else line for line in lines]
+    return lines
+
+
 def iter_lines(text: str) -> Iterator[Line]:
     """Yield each line with carriage returns, terminal control sequences and launcher prefixes
     removed."""
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.rstrip("\r")
-        if "\x1b" in line:
-            line = _ANSI_SEQUENCE.sub("", line)
-        yield Line(number, strip_launcher_prefix(line))
+    for number, line in enumerate(clean_lines(text), start=1):
+        yield Line(number, line)
 
 
 # How much of a line a diagnostic quotes: it names the line, so a person can open the file there;
