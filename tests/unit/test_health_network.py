@@ -31,7 +31,7 @@ from gpuval.runfolder import read_run_folder
 
 OUTPUTS = Path(__file__).resolve().parents[1] / "data" / "outputs"
 BYTEPS = (OUTPUTS / "sysfs-infiniband" / "byteps-issue179-mlx5-hw-counters-cut.txt").read_text()
-MOONCAKE = (OUTPUTS / "infiniband" / "mooncake-issue1999-ibstat-cx7-roce-and-cx6dx-excerpt.txt")
+MOONCAKE = OUTPUTS / "infiniband" / "mooncake-issue1999-ibstat-cx7-roce-and-cx6dx-excerpt.txt"
 I40IW = (OUTPUTS / "sysfs-infiniband" / "node-exporter-966-i40iw-no-pma-cut.txt").read_text()
 PMA = "/sys/class/infiniband/mlx5_0/ports/1/counters/{name}:{value}\n"
 HW = "/sys/class/infiniband/mlx5_0/ports/1/hw_counters/{name}:{value}\n"
@@ -86,6 +86,15 @@ def hw_listing(sent: int, received: int, **grown: int) -> str:
     return "".join(lines)
 
 
+def cx6dx_active_at_100() -> str:
+    """DERIVED: the ConnectX-6 Dx port of Mooncake issue 1999 Active at 100 Gb/s, as the two
+    real ConnectX-6 Dx ports of l2fwd-nv issue 6 are."""
+    text = MOONCAKE.read_text().replace("State: Down", "State: Active")
+    return text.replace(
+        "Physical state: Disabled", "Physical state: LinkUp\n                Rate: 100"
+    )
+
+
 # ------------------------------------------------------------------ the parser
 
 
@@ -116,8 +125,10 @@ def test_ack_timeouts_at_half_a_percent_of_the_packets_sent_fail(run: Run) -> No
 
 
 def test_a_few_sequence_errors_warn(run: Run) -> None:
-    run.counters(hw_listing(1_000, 9_000),
-                 hw_listing(1_001_000, 1_009_000, out_of_sequence=0, implied_nak_seq_err=3))
+    run.counters(
+        hw_listing(1_000, 9_000),
+        hw_listing(1_001_000, 1_009_000, out_of_sequence=0, implied_nak_seq_err=3),
+    )
     check = run.check("health.network.transport")
     assert check.status == "warn"
     assert "implied_nak_seq_err 0 -> 3 during the run" in check.reason
@@ -195,10 +206,8 @@ def test_a_roce_node_with_a_second_adapter_model_is_not_failed_for_it(run: Run) 
 
 
 def test_a_slower_port_of_another_model_is_not_trained_down(run: Run) -> None:
-    """DERIVED: the CX-6 Dx port of Mooncake issue 1999 Active at 100 Gb/s, as the two real
-    CX-6 Dx ports of l2fwd-nv issue 6 are."""
-    text = MOONCAKE.read_text().replace("State: Down", "State: Active").replace(
-        "Physical state: Disabled", "Physical state: LinkUp\n                Rate: 100")
+    """The ConnectX-6 Dx port at 100 Gb/s beside ConnectX-7 rails at 200."""
+    text = cx6dx_active_at_100()
     run.step("node1", "ibstat", text, "ibstat", "preflight")
     check = run.check("network.rdma-ports")
     assert check.status == "pass" and "trained down" not in check.reason
@@ -216,8 +225,7 @@ def test_a_port_slower_than_its_own_models_siblings_still_fails(run: Run) -> Non
 def test_ports_outside_the_declared_rails_are_reported_and_declared_rails_judged(
     run: Run,
 ) -> None:
-    text = MOONCAKE.read_text().replace("State: Down", "State: Active").replace(
-        "Physical state: Disabled", "Physical state: LinkUp\n                Rate: 100")
+    text = cx6dx_active_at_100()
     run.step("node1", "ibstat", text, "ibstat", "preflight")
     run.declared = {"node1": {"ib_hcas": ["mlx5_0", "mlx5_1"], "nic_rate_gbit": 200}}
     check = run.check("network.rdma-ports")

@@ -125,7 +125,8 @@ def ib_counter_checks(judge: JudgeState, host: HostEvidence) -> None:
                     "unjudged",
                     f"{port} printed none of the error counters "
                     f"({', '.join(IB_ERRORS)}): nothing to judge",
-                    None,
+                    f"read the link errors of {port} elsewhere (the switch port's counters, "
+                    "perfquery): adapters without a PMA print N/A in sysfs",
                 )
             )
         elif first and port not in first:
