@@ -311,14 +311,30 @@ def _nvlinks(files: list[ParsedFile]) -> list[GpuNvlinks]:
 def _ib_ports(files: list[ParsedFile]) -> list[IbPortState]:
     """Ports from ibstat, else ibv_devinfo (the same adapters; never counted twice)."""
     by_tool: dict[str, list[IbPortState]] = {}
+    boards = _board_ids(files)
     for parsed in runs_of(files, InfinibandRun):
         for device in parsed.record.devices:
+            part = device.attributes.get("vendor_part_id")
+            model = device.ca_type or (f"MT{part}" if part and part.isdigit() else part)
+            board = device.attributes.get("board_id") or boards.get(device.name)
+            adapter = " ".join(filter(None, (model, board))) or None
             for port in device.ports:
                 by_tool.setdefault(parsed.tool, []).append(IbPortState(
                     device.name, port.port, port.state, port.physical_state, port.rate_gbps,
-                    port.link_layer, parsed.source(port.line),
+                    port.link_layer, parsed.source(port.line), adapter,
                 ))  # fmt: skip
     return by_tool.get("ibstat") or by_tool.get("ibv_devinfo") or []
+
+
+def _board_ids(files: list[ParsedFile]) -> dict[str, str]:
+    """Each adapter's board id from the sysfs listing (ibstat prints none), so that two boards
+    of one chip (a 400G single-port and a 2x200G ConnectX-7) are told apart."""
+    return {
+        device.name: device.board_id
+        for parsed in runs_of(files, SysfsInfinibandRun)
+        for device in parsed.record.devices
+        if device.board_id
+    }
 
 
 def _interfaces(files: list[ParsedFile]) -> list[Interface]:

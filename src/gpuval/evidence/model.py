@@ -134,6 +134,9 @@ class IbPortState:
     rate_gbit: float | None
     link_layer: str | None
     source: str
+    # The adapter model: ibstat's `CA type` ("MT4129") or ibv_devinfo's vendor_part_id, with the
+    # board id where a capture printed one; ports of one model train at the same rate.
+    adapter: str | None = None
 
     @property
     def name(self) -> str:

@@ -1,10 +1,14 @@
-"""`grep -H . /sys/class/infiniband/*/fw_ver ... /sys/class/infiniband/*/ports/*/counters/*`:
-each RDMA adapter's firmware and each port's state, rate and error counters.
+"""`grep -H . /sys/class/infiniband/*/fw_ver ... /sys/class/infiniband/*/ports/*/counters/*
+/sys/class/infiniband/*/ports/*/hw_counters/*`: each RDMA adapter's firmware and board, and each
+port's state, rate, error counters (`counters/`, the IBA PortCounters) and driver counters
+(`hw_counters/`: on mlx5 the RoCE transport counters local_ack_timeout_err, out_of_sequence,
+packet_seq_err, np_cnp_sent ...).
 
 Lines are `<path>:<value>`; the path may be the /sys/class link or the /sys/devices path it
 resolves to (`.../0000:5e:00.0/infiniband/mlx5_0/ports/1/counters/link_downed:0`). Counters of
 adapters without a performance-management agent read `N/A (no PMA)` (iWARP). Port state is
-printed `4: ACTIVE`, physical state `5: LinkUp`, rate `400 Gb/sec (4X NDR)`.
+printed `4: ACTIVE`, physical state `5: LinkUp`, rate `400 Gb/sec (4X NDR)`. Both counter
+folders land in the same shape: one dict of name -> count per port.
 """
 
 from __future__ import annotations
