@@ -222,6 +222,19 @@ def test_a_port_slower_than_its_own_models_siblings_still_fails(run: Run) -> Non
     assert "mlx5_0 port 1 at 100 Gb/s where its MT4129 siblings' rate is 200" in check.reason
 
 
+def test_a_down_port_whose_model_was_not_printed_is_still_judged_as_a_rail(run: Run) -> None:
+    """Mooncake issue 1999 with the Down ConnectX-6 Dx's `CA type` line cut: nothing shows it is
+    not a rail, so its Down state fails the node (fail closed)."""
+    text = MOONCAKE.read_text()
+    block = text.index("mlx5_10")
+    cut = text[:block] + text[block:].replace("CA type: MT4125", "", 1)
+    assert "MT4125" not in cut
+    run.step("node1", "ibstat", cut, "ibstat", "preflight")
+    check = run.check("network.rdma-ports")
+    assert check.status == "fail"
+    assert "mlx5_10" in check.reason
+
+
 def test_ports_outside_the_declared_rails_are_reported_and_declared_rails_judged(
     run: Run,
 ) -> None:

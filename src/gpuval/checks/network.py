@@ -21,9 +21,10 @@ def _rails(host: HostEvidence) -> tuple[list[IbPortState], list[IbPortState], st
     ports = host.rdma_ports()
     if host.declared.ib_hcas:
         return ports, [p for p in host.ib_ports if p not in ports], "outside the declared rails"
-    counts = Counter(p.adapter for p in ports)
+    counts = Counter(p.adapter for p in ports if p.adapter)
     most = max(counts.values(), default=0)
-    rails = [p for p in ports if counts[p.adapter] == most]
+    # A port whose model was not printed cannot be shown to be another NIC: it stays a rail.
+    rails = [p for p in ports if not p.adapter or counts[p.adapter] == most]
     models = "/".join(sorted({p.adapter for p in rails if p.adapter}))
     return rails, [p for p in ports if p not in rails], f"not of the rails' adapter model {models}"
 
