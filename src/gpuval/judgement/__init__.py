@@ -20,7 +20,7 @@ from gpuval.evidence import HostFacts, ParsedFile, RunEvidence, build_evidence
 from gpuval.judgement.figures import host_metrics, in_host_order, outliers, unordered_figures
 from gpuval.judgement.measurements import measurement_rows
 from gpuval.judgement.model import FileEntry, RunJudgement
-from gpuval.judgement.series import busbw_series, p2p_runs, topo_runs
+from gpuval.judgement.series import busbw_series, p2p_runs, tool_runs, topo_runs
 from gpuval.profile import Profile, fits, node_shape
 from gpuval.profile import profile_for as profile_for_shapes
 from gpuval.records.base import to_jsonable
@@ -91,8 +91,13 @@ def judge_run_folder(folder: RunFolder, judging: Judging, generated_at: str) -> 
     outcome = judge_run(evidence, thresholds)
     files = evidence.files
     pair_tables = outcome.pairs.to_dict()
-    series = busbw_series(files, outcome.expectations, thresholds.large_message_min_bytes)
-    p2p = p2p_runs(files)
+    entries = [_file_entry(raw) for raw in folder.files]
+    # The charts' series and measurements.csv read the runs as results.json holds them.
+    runs = tool_runs(
+        files, {e.path: e.document["parse"]["runs"] for e in entries if e.document["parse"]}
+    )
+    series = busbw_series(runs, outcome.expectations, thresholds.large_message_min_bytes)
+    p2p = p2p_runs(runs)
     metrics = host_metrics(series, p2p)
     inventory = [host.name for host in evidence.hosts.values()]
     figures = unordered_figures(
@@ -114,7 +119,7 @@ def judge_run_folder(folder: RunFolder, judging: Judging, generated_at: str) -> 
         meta=folder.meta,
         hosts=facts,
         host_names=hosts,
-        files=[_file_entry(raw) for raw in folder.files],
+        files=entries,
         checks=checks,
         expectations=outcome.expectations,
         diagnostics=[*folder.refused, *folder.diagnostics],
@@ -128,6 +133,6 @@ def judge_run_folder(folder: RunFolder, judging: Judging, generated_at: str) -> 
         outliers=outliers(metrics, hosts, thresholds),
         busbw_series=series,
         p2p_runs=p2p,
-        topo_runs=topo_runs(files),
-        measurements=measurement_rows(files, outcome.pairs.tries),
+        topo_runs=topo_runs(runs),
+        measurements=measurement_rows(runs, files, outcome.pairs.tries),
     )

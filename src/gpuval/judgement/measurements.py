@@ -9,16 +9,12 @@ from typing import Any
 from gpuval.checks.pairs import Try
 from gpuval.evidence import ParsedFile
 from gpuval.judgement.model import MeasurementRow
-from gpuval.judgement.series import NCCL_TOOLS, ToolRun, tool_runs
+from gpuval.judgement.series import NCCL_TOOLS, ToolRun
 
 P2P_TOOLS = frozenset({"p2pBandwidthLatencyTest"})
 BENCH_TOOLS = frozenset({"all_reduce_bench"})
 COLLECTIVE_BENCH_TOOLS = frozenset({"gpuval-allreduce-bench"})  # the suite's own node program
 NVBANDWIDTH_TOOLS = frozenset({"nvbandwidth"})
-# Tools whose runs are measurements; the others describe the hardware (inventory).
-MEASURING_TOOLS = (
-    NCCL_TOOLS | P2P_TOOLS | BENCH_TOOLS | COLLECTIVE_BENCH_TOOLS | NVBANDWIDTH_TOOLS | {"iperf3"}
-)
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -117,10 +113,13 @@ def _pair_rows(files: list[ParsedFile], tries: list[Try]) -> Iterator[Measuremen
         )  # fmt: skip
 
 
-def measurement_rows(files: list[ParsedFile], tries: list[Try]) -> list[MeasurementRow]:
-    """Every measured number of the run's files, then every pair try's number."""
+def measurement_rows(
+    runs: list[ToolRun], files: list[ParsedFile], tries: list[Try]
+) -> list[MeasurementRow]:
+    """Every measured number of the run's files (`runs`: theirs), then every pair try's
+    number."""
     found: list[MeasurementRow] = []
-    for run in tool_runs(files, MEASURING_TOOLS):
+    for run in runs:
         if run.tool in NCCL_TOOLS:
             rows: Iterator[dict[str, Any]] = _nccl_rows(run)
         elif run.tool in BENCH_TOOLS | COLLECTIVE_BENCH_TOOLS:
@@ -129,7 +128,7 @@ def measurement_rows(files: list[ParsedFile], tries: list[Try]) -> list[Measurem
             rows = _matrix_rows(run)
         elif run.tool in NVBANDWIDTH_TOOLS:
             rows = _nvbandwidth_rows(run)
-        else:
+        else:  # inventory tools describe the hardware; pair tests' numbers are their tries'
             continue
         found += (
             MeasurementRow(host=run.host, file=run.file.path, tool=run.tool, run=run.index, **row)

@@ -6,7 +6,7 @@ Runs are read as plain dicts (the run schemas' field names)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,11 +15,11 @@ from gpuval.checks.nccl import Sample, judged_sample
 from gpuval.checks.references import collective_name, is_multinode, run_hosts
 from gpuval.evidence import Parsed, ParsedFile
 from gpuval.judgement.model import BusbwSeries, P2PMatrices, TopoRun, off_diagonal
-from gpuval.records.base import to_jsonable
 from gpuval.records.nccl import NcclRun
 
 NCCL_TOOLS = frozenset({"nccl-tests", "rccl-tests"})
 BENCH_TOOL = "all_reduce_bench"  # ml-engineering's torch.distributed benchmark
+BUSBW_TOOLS = NCCL_TOOLS | {BENCH_TOOL}
 P2P_TOOL = "p2pBandwidthLatencyTest"
 TOPO_TOOL = "nvidia-smi-topo"
 UNIDIRECTIONAL_P2P = "bandwidth_unidirectional_p2p_enabled"
@@ -33,17 +33,16 @@ class ToolRun(Parsed[object]):
     data: dict[str, Any]
 
 
-def tool_runs(
-    files: Iterable[ParsedFile], tools: frozenset[str] | None = None
-) -> Iterator[ToolRun]:
-    """Every parsed run of the given tools (all tools when None), in file order."""
-    for file in files:
-        if file.tool is None or (tools is not None and file.tool not in tools):
-            continue
-        for index, run in enumerate(file.runs):
-            data = to_jsonable(run)
-            if isinstance(data, dict):
-                yield ToolRun(file, run, index, data)
+def tool_runs(files: Iterable[ParsedFile], documents: Mapping[str, list[Any]]) -> list[ToolRun]:
+    """Every parsed run, in file order, with its JSON document from `documents` (per file path,
+    the parse's runs as results.json holds them): each run converted once for every reader."""
+    return [
+        ToolRun(file, run, index, data)
+        for file in files
+        if file.tool is not None
+        for index, (run, data) in enumerate(zip(file.runs, documents[file.path], strict=True))
+        if isinstance(data, dict)
+    ]
 
 
 def finite_number(value: Any) -> float | None:
@@ -67,10 +66,10 @@ def _peak(expectations: list[Expectation], host: str, subject: str) -> Expectati
 
 
 def busbw_series(
-    files: list[ParsedFile], expectations: list[Expectation], min_bytes: int
+    runs: list[ToolRun], expectations: list[Expectation], min_bytes: int
 ) -> list[BusbwSeries]:
     found = []
-    for run in tool_runs(files, NCCL_TOOLS | {BENCH_TOOL}):
+    for run in (run for run in runs if run.tool in BUSBW_TOOLS):
         points = []
         for row in run.data.get("rows") or []:
             size = row.get("size_bytes")
@@ -107,9 +106,9 @@ def _matrix(value: Any) -> list[list[float | None]] | None:
     return [[finite_number(cell) for cell in row] for row in value]
 
 
-def p2p_runs(files: list[ParsedFile]) -> list[P2PMatrices]:
+def p2p_runs(runs: list[ToolRun]) -> list[P2PMatrices]:
     found = []
-    for run in tool_runs(files, frozenset([P2P_TOOL])):
+    for run in (run for run in runs if run.tool == P2P_TOOL):
         raw_matrices = run.data.get("matrices") or {}
         matrices = {name: m for name, value in raw_matrices.items() if (m := _matrix(value))}
         unidirectional = matrices.get(UNIDIRECTIONAL_P2P)
@@ -128,10 +127,10 @@ def _per_device(value: Any) -> dict[str, str | None]:
     return {str(k): None if v is None else str(v) for k, v in value.items()}
 
 
-def topo_runs(files: list[ParsedFile]) -> list[TopoRun]:
+def topo_runs(runs: list[ToolRun]) -> list[TopoRun]:
     """`nvidia-smi topo -m` link matrices (not the `topo -p2p` capability ones)."""
     found = []
-    for run in tool_runs(files, frozenset([TOPO_TOOL])):
+    for run in (run for run in runs if run.tool == TOPO_TOOL):
         data = run.data
         if data.get("matrix", "topology") != "topology":
             continue

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -48,25 +49,37 @@ class ParseResult:
             "tool": self.tool,
             "source": self.source,
             "runs": [to_jsonable(run) for run in self.runs],
-            "warnings": [dataclasses.asdict(d) for d in self.warnings],
-            "errors": [dataclasses.asdict(d) for d in self.errors],
+            "warnings": [to_jsonable(d) for d in self.warnings],
+            "errors": [to_jsonable(d) for d in self.errors],
         }
 
 
 # Values to_jsonable returns as they are, by exact type: the bulk of every record, answered
-# without the dataclass, dict and list tests (millions of calls for a thousand nodes).
+# inline, without a call and without the dataclass, dict and list tests (millions of values for
+# a thousand nodes).
 _LEAF_TYPES = frozenset({str, int, float, bool, type(None)})
-_FIELD_NAMES: dict[type, tuple[str, ...] | None] = {}
+Converter = Callable[[Any], dict[str, Any]]
+# Per type seen: the converter of a dataclass type, None for any other type.
+_CONVERTERS: dict[type, Converter | None] = {}
 
 
-def _field_names(kind: type) -> tuple[str, ...] | None:
-    """The field names of a dataclass type, in order; None for any other type."""
-    if kind not in _FIELD_NAMES:
-        dataclass_type = dataclasses.is_dataclass(kind)
-        _FIELD_NAMES[kind] = (
-            tuple(f.name for f in dataclasses.fields(kind)) if dataclass_type else None
-        )
-    return _FIELD_NAMES[kind]
+def _dataclass_converter(kind: type) -> Converter | None:
+    """A function that turns an object of the dataclass type `kind` into its dict (None for any
+    other type), written for the type's fields once: it reads each field by name and keeps a
+    leaf inline, where a loop over dataclasses.fields with getattr per field and object cost
+    twice the time at a thousand nodes (the way `dataclasses` writes __init__ for its fields)."""
+    if not dataclasses.is_dataclass(kind):
+        return None
+    names = [f.name for f in dataclasses.fields(kind)]  # identifiers: safe to write as code
+    reads = "".join(f"    v{i} = value.{name}\n" for i, name in enumerate(names))
+    items = ", ".join(
+        f"{name!r}: v{i} if type(v{i}) in leaf_types else to_jsonable(v{i})"
+        for i, name in enumerate(names)
+    )
+    namespace: dict[str, Any] = {"leaf_types": _LEAF_TYPES, "to_jsonable": to_jsonable}
+    exec(f"def convert(value):\n{reads}    return {{{items}}}\n", namespace)
+    converter: Converter = namespace["convert"]
+    return converter
 
 
 def to_jsonable(value: Any) -> Any:
@@ -74,11 +87,14 @@ def to_jsonable(value: Any) -> Any:
     kind = type(value)
     if kind in _LEAF_TYPES:
         return value
-    names = _field_names(kind)
-    if names is not None:
-        return {name: to_jsonable(getattr(value, name)) for name in names}
+    try:
+        converter = _CONVERTERS[kind]
+    except KeyError:
+        converter = _CONVERTERS[kind] = _dataclass_converter(kind)
+    if converter is not None:
+        return converter(value)
     if isinstance(value, dict):
-        return {k: to_jsonable(v) for k, v in value.items()}
+        return {k: v if type(v) in _LEAF_TYPES else to_jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [to_jsonable(v) for v in value]
+        return [v if type(v) in _LEAF_TYPES else to_jsonable(v) for v in value]
     return value

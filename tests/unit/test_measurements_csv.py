@@ -1,0 +1,54 @@
+"""measurements.csv: every measurement row's cells as printed, empty where a row has no value,
+text a spreadsheet would run made inert."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import pandas as pd
+
+from gpuval.judgement.model import MeasurementRow
+from gpuval.report.tables import MEASUREMENT_COLUMNS, measurements_csv, spreadsheet_safe
+
+
+def _table(rows: list[MeasurementRow]) -> list[dict[str, str]]:
+    return list(csv.DictReader(io.StringIO(measurements_csv(rows))))
+
+
+def test_cells_as_printed_and_empty_where_a_row_has_none():
+    rows = [
+        MeasurementRow("n1", "raw/n1/nccl.txt", "nccl-tests", run=0, size_bytes=2**40,
+                       placement="out_of_place", busbw_gbps=187.5, wrong=0, line=12),
+        MeasurementRow("n1", "raw/n1/p2p.txt", "p2pBandwidthLatencyTest", run=0,
+                       metric="latency_gpu", src=0, dst=1, value=2.5, unit="us"),
+    ]  # fmt: skip
+    table = _table(rows)
+    assert list(table[0]) == MEASUREMENT_COLUMNS
+    assert table[0]["size_bytes"] == "1099511627776"  # an integer, not 1.099511627776e+12
+    assert (table[0]["busbw_gbps"], table[0]["wrong"], table[0]["line"]) == ("187.5", "0", "12")
+    assert (table[1]["src"], table[1]["dst"], table[1]["value"]) == ("0", "1", "2.5")
+    # host_a, host_b, try: no row has one; time_us, value: one row has none
+    assert {table[0][c] for c in ("host_a", "host_b", "try", "value", "time_us")} == {""}
+    assert table[1]["busbw_gbps"] == ""
+
+
+def test_no_rows_is_the_header_alone():
+    assert measurements_csv([]).splitlines() == [",".join(MEASUREMENT_COLUMNS)]
+
+
+def test_formula_text_is_made_inert_in_a_column_of_numbers_and_text():
+    frame = pd.DataFrame({"value": ["=x", 1.5, None, "=x", 2, "-2", "a", True, "+1e3"]})
+    assert list(spreadsheet_safe(frame)["value"]) == [
+        "'=x", 1.5, None, "'=x", 2, "-2", "a", True, "+1e3",
+    ]  # fmt: skip
+
+
+def test_a_formula_in_a_row_s_text_is_inert_in_the_file():
+    rows = [
+        MeasurementRow("=HYPERLINK(1)", "raw/x", "iperf3", metric="pair_tcp", value=-3.5,
+                       host_a="@a", host_b="node2", unit="Gbit/s"),
+    ]  # fmt: skip
+    row = _table(rows)[0]
+    assert (row["host"], row["host_a"], row["host_b"]) == ("'=HYPERLINK(1)", "'@a", "node2")
+    assert row["value"] == "-3.5"
