@@ -162,7 +162,8 @@ def test_bad_link_between_fine_hosts_is_a_link_not_a_node() -> None:
     assert bad(checks) == [("fail", "pairs.iperf3.link.node1--node2", CLUSTER)]
     reason = by_id(checks)["pairs.iperf3.link.node1--node2", CLUSTER].reason
     assert reason.startswith(
-        "iperf3 TCP: node1--node2: bad link (node1 and node2 are fine in their other pairs): "
+        "iperf3 TCP: node1--node2: bad link (node1 and node2 are fine in their other pairs; "
+        "below the 50 % floor): "
         "2.1 Gbit/s vs 14.6 Gbit/s that healthy pairs reach (14 %)"
     )
 

@@ -8,7 +8,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.unit.test_pairs import HEALTHY, HOSTS, bad, by_id, cluster, iperf3_file
+from tests.unit.test_pairs import (
+    HEALTHY,
+    HOSTS,
+    bad,
+    by_id,
+    cluster,
+    iperf3_file,
+    judged_with_line_rate,
+)
 
 from gpuval.checks.model import CLUSTER
 from gpuval.checks.pairs import PairAnalysis, analyse_pairs
@@ -48,7 +56,8 @@ def test_one_try_far_below_the_floor_fails_on_its_own() -> None:
     analysis = judged(cluster(one_direction_low(2.1)), max_tries=1)  # 14 %: below half
     assert bad(analysis.checks) == [("fail", LINK, CLUSTER)]
     reason = by_id(analysis.checks)[LINK, CLUSTER].reason
-    assert "bad link" in reason and "1 of 1 configured try made" in reason
+    assert "bad link" in reason and "below the 50 % floor" in reason
+    assert "1 of 1 configured try made" in reason
 
 
 def test_two_tries_both_low_confirm_the_bad_link() -> None:
@@ -57,7 +66,7 @@ def test_two_tries_both_low_confirm_the_bad_link() -> None:
     analysis = judged(files, max_tries=3)
     assert bad(analysis.checks) == [("fail", LINK, CLUSTER)]
     reason = by_id(analysis.checks)[LINK, CLUSTER].reason
-    assert "bad link" in reason
+    assert "bad link" in reason and "low again on a repeat" in reason
     assert "node1->node2 no passing try, 2 of 3 configured tries made" in reason
 
 
@@ -104,3 +113,13 @@ def test_a_single_partner_repeated_low_flags_its_nodes() -> None:
     checks = judged(single_partner_rounds([A_LITTLE_LOW, 10.1]), max_tries=2).checks
     failing = sorted(c.host for c in checks if c.status == "fail")
     assert failing == ["node1", "node2"]  # one partner each: the pair cannot say which
+
+
+def test_one_try_below_the_line_rates_fail_band_fails_on_its_own() -> None:
+    """Healthy pairs at 4 Gbit/s on 10 GbE; node1->node2 at 2.4: 60 % of them (above the floor)
+    but 24 % of the line rate, under the 25 % fail band: no noise, a fail on one try."""
+    value = {("node1", "node2"): 2.4}
+    files = cluster(lambda a, b: value.get((a, b), 4.0))
+    checks = judged_with_line_rate(files, HOSTS, 10000)
+    link = by_id(checks)[LINK, CLUSTER]
+    assert link.status == "fail" and "below the network's fail band" in link.reason

@@ -305,6 +305,7 @@ def pair_verdict(
     status: Status = "pass"
     explained_by = None
     advice = ""
+    floor = f"{thresholds.floor_fraction * 100:.0f} %"
     if wrong:  # corrupted data is never repaired by a later try
         tries = ", ".join(map(str, sorted(set(wrong))))
         status, verdict = "fail", f"{a}--{b}: wrong results on try {tries}"
@@ -324,12 +325,17 @@ def pair_verdict(
     elif is_low(value, reference, thresholds.low_fraction) and (
         absolute_status == "fail" or confirmed_low(found, value, reference, thresholds)
     ):
+        repeated = any(_repeated_low(m, reference, thresholds.low_fraction) for m in found)
+        why = (
+            "low again on a repeat" if repeated
+            else f"below the {floor} floor" if is_low(value, reference, thresholds.floor_fraction)
+            else "below the network's fail band"
+        )  # fmt: skip
         status, verdict = (
             "fail",
-            f"{a}--{b}: bad link ({a} and {b} are fine in their other pairs)",
+            f"{a}--{b}: bad link ({a} and {b} are fine in their other pairs; {why})",
         )
     elif is_low(value, reference, thresholds.low_fraction):
-        floor = f"{thresholds.floor_fraction * 100:.0f} %"
         status, verdict = (
             "warn",
             (
