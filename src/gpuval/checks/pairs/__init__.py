@@ -14,12 +14,18 @@ Judgement (per kind; deterministic: everything sorted, medians exact):
   between strong nodes. With 4 hosts of which 2 are bad, the median of all pairs is a bad pair;
   the median between strong nodes is the one healthy pair.
 - A pair is low below `low_fraction` of the reference (or when it produced no number).
+- No flag without confirmation: a low pair stands on its own only with no number, below the floor
+  (`floor_fraction` of the reference, or the network's fail band), or low again on a repeat of the
+  same direction. A pair measured once between the floor and `low_fraction` is low but
+  unconfirmed: it warns and says how to confirm (more tries, another partner).
 - A node is flagged when none of its pairs is healthy (a healthy pair proves both its nodes
-  healthy), or when most of its pairs are low and at least two of them cannot be put down to a
-  flagged partner.
+  healthy) and two distinct partners agree, or its one low pair stands on its own; or when most
+  of its pairs are low and at least two of them cannot be put down to a flagged partner.
 - A low pair of a flagged node is explained by it (the node's check lists it, so one slow node
   among 100 hosts is one failure, not 99); a low pair between two nodes that are fine elsewhere
-  is a bad link (host `cluster`). A pair without a number fails whatever else is known.
+  is a bad link (host `cluster`) once it stands on its own. A pair without a number fails
+  whatever else is known. Messages count the tries made, against run.json's
+  `config.bench_pairs_max_tries` where it records how many the run was given.
 - Every pair is also judged against the network: iperf3 against the TCP interface's line rate,
   nccl-tests and the NCCL all-reduce against the across-node bound of the nodes' RDMA ports. A
   uniformly slow cluster has no bad node but fails here; so does a two-host cluster, which has one

@@ -17,6 +17,7 @@ from gpuval.checks.pairs.verdicts import (
     Measurement,
     NodeVerdict,
     PairVerdict,
+    confirmed_low,
     healthy_reference,
     measurements,
     node_check,
@@ -116,6 +117,16 @@ def _first_sources(tries: Sequence[Try]) -> dict[tuple[str, str], str]:
     return found
 
 
+def configured_tries(evidence: RunEvidence) -> int | None:
+    """run.json's `config.bench_pairs_max_tries`: the tries per measurement the run was given;
+    None where run.json does not record it (the messages then count the tries made)."""
+    config = evidence.folder.meta.get("config")
+    value = config.get("bench_pairs_max_tries") if isinstance(config, Mapping) else None
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
 def analyse_pairs(evidence: RunEvidence, thresholds: PairThresholds | None = None) -> PairAnalysis:
     """Every pair kind found: per-node verdicts, per-pair (link) verdicts, and the pairs against
     the network."""
@@ -123,6 +134,7 @@ def analyse_pairs(evidence: RunEvidence, thresholds: PairThresholds | None = Non
     network = NetworkReferences(evidence, thresholds)
     runs = PairRuns(evidence)
     tries = judged_tries(evidence)
+    given = configured_tries(evidence)
     sources = _first_sources(tries)
     by_lane: dict[tuple[str, RdmaLane | None], list[Try]] = {}
     for t in tries:
@@ -138,10 +150,12 @@ def analyse_pairs(evidence: RunEvidence, thresholds: PairThresholds | None = Non
             continue
         values = pair_values(found)
         reference = healthy_reference(values, thresholds.low_fraction)
-        nodes = node_verdicts(kind, values, reference, thresholds.low_fraction)
         by_pair: dict[tuple[str, str], list[Measurement]] = {}
         for m in found:
             by_pair.setdefault((m.a, m.b), []).append(m)
+        confirmed = {pair for pair, mine in by_pair.items()
+                     if confirmed_low(mine, values[pair], reference, thresholds)}  # fmt: skip
+        nodes = node_verdicts(kind, values, reference, thresholds.low_fraction, confirmed)
         kind_verdicts = []
         why_none = ""
         all_on_cpus = name not in ("iperf3", "rdma")
@@ -158,7 +172,7 @@ def analyse_pairs(evidence: RunEvidence, thresholds: PairThresholds | None = Non
             absolute = reached if isinstance(reached, Absolute) else None
             why_none = reached if isinstance(reached, str) else why_none
             verdict = pair_verdict(kind, pair, mine, values[pair], reference, nodes,
-                                   thresholds, absolute, on_cpus)  # fmt: skip
+                                   thresholds, absolute, on_cpus, given)  # fmt: skip
             if lane and lane.memory == "host":
                 host_values[(lane.rail, *pair)] = verdict.value
             if lane and lane.memory == "cuda":

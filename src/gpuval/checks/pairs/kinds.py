@@ -49,6 +49,8 @@ class PairThresholds:
     """The suite's pair thresholds (reasoning in gpuval.checks.thresholds)."""
 
     low_fraction: float = DEFAULTS.pair_low_fraction  # below it of the reference: low
+    # The retry budget the controller plans with; the judge counts tries against run.json's
+    # config (what the run was given), never against this default.
     max_tries: int = DEFAULTS.pair_max_tries
     line_rate_warn_fraction: float = DEFAULTS.pair_line_rate_warn_fraction
     line_rate_fail_fraction: float = DEFAULTS.pair_line_rate_fail_fraction
@@ -56,6 +58,14 @@ class PairThresholds:
     busbw_fail_fraction: float = DEFAULTS.busbw_fail_fraction
     rdma_line_rate_warn_fraction: float = DEFAULTS.pair_rdma_line_rate_warn_fraction
     rdma_line_rate_fail_fraction: float = DEFAULTS.pair_rdma_line_rate_fail_fraction
+
+    @property
+    def floor_fraction(self) -> float:
+        """Below it of what healthy pairs reach, one try fails without a repeat: under half of
+        healthy is no noise but something physically wrong (a port negotiated down, a throttled
+        path), the reasoning of the busbw fail band in gpuval.checks.thresholds. Between it and
+        low_fraction a single try is low but unconfirmed."""
+        return self.busbw_fail_fraction
 
     @classmethod
     def from_thresholds(cls, thresholds: Thresholds) -> PairThresholds:

@@ -6,7 +6,7 @@ with the number of tries, not with nodes x pairs."""
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from gpuval.checks.model import Check, Status
@@ -18,6 +18,13 @@ from gpuval.plan.steps import RdmaLane
 # A CPU-bound pair measures how fast the two CPUs reduce, which a busy or shared CPU slows by a
 # fifth or more; below low_fraction it warns, and fails only below busbw_fail_fraction.
 CPU_BOUND_NOTE = "on CPUs (gloo), where a busy CPU slows it; iperf3 judges the network"
+# One low try may be a hiccup (a busy switch, a neighbour's burst): it is flagged only when a
+# repeat or a second partner agrees. Google's cluster health scanner pairs each node that failed
+# its first pass with a node that passed before it fails it (run_nccl_random_pair_healthcheck in
+# https://github.com/GoogleCloudPlatform/cluster-health-scanner/blob/main/src/health_runner/nccl_runner.py).
+HOW_TO_CONFIRM = (
+    "to confirm, run again with more tries (bench_pairs_max_tries) or against another partner"
+)
 
 
 @dataclass
@@ -45,6 +52,7 @@ class NodeVerdict:
     flagged: bool
     median: float | None = None  # of its finished pairs
     lane: RdmaLane | None = None  # rdma: the rail and memory judged
+    unconfirmed: bool = False  # every pair low, but one partner measured once: not flagged
 
 
 @dataclass(frozen=True)
@@ -86,6 +94,27 @@ def _median(values: Iterable[float | None]) -> float | None:
 
 def is_low(value: float | None, reference: float | None, fraction: float) -> bool:
     return reference is not None and value is not None and value < fraction * reference
+
+
+def _repeated_low(m: Measurement, reference: float | None, fraction: float) -> bool:
+    """A direction that came back low (or with no number) on two or more tries: a repeat
+    agrees. A skipped try measured nothing and confirms nothing."""
+    low = m.value is None or is_low(m.value, reference, fraction)
+    return low and sum(1 for t in m.tries if t.outcome in ("ok", "failed")) >= 2
+
+
+def confirmed_low(
+    found: Iterable[Measurement],
+    value: float | None,
+    reference: float | None,
+    thresholds: PairThresholds,
+) -> bool:
+    """Whether a low pair stands on its own: no number, below the floor, or repeated low."""
+    return (
+        value is None
+        or is_low(value, reference, thresholds.floor_fraction)
+        or any(_repeated_low(m, reference, thresholds.low_fraction) for m in found)
+    )
 
 
 def measurements(tries: Iterable[Try]) -> list[Measurement]:
@@ -149,15 +178,25 @@ def healthy_reference(values: PairValues, fraction: float) -> float | None:
 
 
 def node_verdicts(
-    kind: PairKind, values: PairValues, reference: float | None, fraction: float
+    kind: PairKind,
+    values: PairValues,
+    reference: float | None,
+    fraction: float,
+    confirmed: Collection[tuple[str, str]] = (),
 ) -> dict[str, NodeVerdict]:
+    """`confirmed`: the low pairs that stand on their own (see `confirmed_low`). A node none of
+    whose pairs is healthy is flagged when two distinct partners agree, or its low pair is
+    confirmed; measured once against one partner, it is low but unconfirmed."""
     partners = _partners(values)
     nodes = sorted(partners, key=natural)
     low = {n: [o for o, v in partners[n] if v is None or is_low(v, reference, fraction)]
            for n in nodes}  # fmt: skip
-    flagged = {
+    sure = set(confirmed) | {(b, a) for a, b in confirmed}
+    none_healthy = {
         n for n in nodes if reference is not None and len(low[n]) == len(partners[n])
     }  # fmt: skip
+    flagged = {n for n in none_healthy
+               if len(low[n]) >= 2 or any((n, o) in sure for o in low[n])}  # fmt: skip
 
     def suspicion(node: str) -> tuple[int, int] | None:
         """Most pairs low, two or more not explained by a flagged partner: (how many are not,
@@ -181,6 +220,7 @@ def node_verdicts(
         node: NodeVerdict(
             kind.name, node, partners[node], reference, low[node], node in flagged,
             _median(v for _, v in partners[node]), kind.lane,
+            node in none_healthy and node not in flagged,
         )
         for node in nodes
     }  # fmt: skip
@@ -190,7 +230,14 @@ def _try_problem(t: Try) -> str:
     return f"try {t.attempt}: {t.reason or f'low, {number_text(t.value or 0.0)}'}"
 
 
-def _tries_text(m: Measurement, max_tries: int) -> str:
+def tries_made(made: int, configured: int | None) -> str:
+    """How many tries were made, against the configured number where the run recorded it."""
+    if configured is None:
+        return f"{made} {'try' if made == 1 else 'tries'} made"
+    return f"{made} of {configured} configured {'try' if configured == 1 else 'tries'} made"
+
+
+def _tries_text(m: Measurement, configured: int | None) -> str:
     problems = "; ".join(_try_problem(t) for t in m.tries if t.outcome != "ok" or t.low)
     spread = ""
     if m.spread:
@@ -200,7 +247,7 @@ def _tries_text(m: Measurement, max_tries: int) -> str:
             f"{number_text(high)} (min/median/max, {percent_of(high - low, mid)})"
         )
     if m.passed_on is None:
-        return f"failed {len(m.tries)} of up to {max_tries} tries ({problems}){spread}"
+        return f"no passing try, {tries_made(len(m.tries), configured)} ({problems}){spread}"
     listed = f" ({problems})" if problems else ""
     return f"passed on try {m.passed_on}{listed}{spread}"
 
@@ -225,7 +272,9 @@ def pair_verdict(
     thresholds: PairThresholds,
     absolute: Absolute | None,
     on_cpus: bool = False,
+    configured_tries: int | None = None,
 ) -> PairVerdict:
+    """`configured_tries`: run.json's bench_pairs_max_tries, None where it is not recorded."""
     a, b = pair
     # A low try is one the pair could fail on, and what asks for another try: on CPUs that is
     # below busbw_fail_fraction, as above it the pair only warns (re-running a CPU-bound pair
@@ -236,7 +285,7 @@ def pair_verdict(
             t.low = is_low(t.value, reference, low_at)
         passing = [t.attempt for t in m.tries if t.value is not None and not t.low]
         m.passed_on = min(passing) if passing else None
-    details = "; ".join(f"{_direction(m)} {_tries_text(m, thresholds.max_tries)}" for m in found)
+    details = "; ".join(f"{_direction(m)} {_tries_text(m, configured_tries)}" for m in found)
     flagged = " and ".join(h for h in pair if h in nodes and nodes[h].flagged)
     wrong = [t.attempt for m in found for t in m.tries if t.outcome == "wrong"]
     against = (
@@ -255,6 +304,8 @@ def pair_verdict(
     absolute_status = _absolute_status(value, absolute)
     status: Status = "pass"
     explained_by = None
+    advice = ""
+    floor = f"{thresholds.floor_fraction * 100:.0f} %"
     if wrong:  # corrupted data is never repaired by a later try
         tries = ", ".join(map(str, sorted(set(wrong))))
         status, verdict = "fail", f"{a}--{b}: wrong results on try {tries}"
@@ -271,16 +322,34 @@ def pair_verdict(
         and not is_low(value, reference, thresholds.busbw_fail_fraction)
     ):
         status, verdict = "warn", f"{a}--{b} low {CPU_BOUND_NOTE}"
-    elif is_low(value, reference, thresholds.low_fraction):
+    elif is_low(value, reference, thresholds.low_fraction) and (
+        absolute_status == "fail" or confirmed_low(found, value, reference, thresholds)
+    ):
+        repeated = any(_repeated_low(m, reference, thresholds.low_fraction) for m in found)
+        why = (
+            "low again on a repeat" if repeated
+            else f"below the {floor} floor" if is_low(value, reference, thresholds.floor_fraction)
+            else "below the network's fail band"
+        )  # fmt: skip
         status, verdict = (
             "fail",
-            f"{a}--{b}: bad link ({a} and {b} are fine in their other pairs)",
+            f"{a}--{b}: bad link ({a} and {b} are fine in their other pairs; {why})",
         )
+    elif is_low(value, reference, thresholds.low_fraction):
+        status, verdict = (
+            "warn",
+            (
+                f"{a}--{b}: low, unconfirmed (one try below {thresholds.low_fraction * 100:.0f} % "
+                f"of what healthy pairs reach, above the {floor} floor)"
+            ),
+        )
+        advice = f"; {HOW_TO_CONFIRM}"
     else:
         verdict = f"{a}--{b}"
         if any(m.passed_on and m.passed_on > 1 for m in found):
             status = "warn"
-    reason = f"{verdict}: {measured}; {details}" if value is not None else f"{verdict}; {details}"
+    reason = (f"{verdict}: {measured}; {details}{advice}" if value is not None
+              else f"{verdict}; {details}")  # fmt: skip
     category = "correctness" if wrong else "completeness" if value is None else "bandwidth"
     return PairVerdict(
         kind.name, a, b, value, reference, status, reason, found, category, explained_by,
@@ -320,6 +389,12 @@ def node_check(
         if (fails_below is not None and verdict.median is not None
                 and not is_low(verdict.median, reference, fails_below)):  # fmt: skip
             status, reason = "warn", f"{reason}; low {CPU_BOUND_NOTE}"
+    elif verdict.unconfirmed:
+        status = "warn"
+        reason = (
+            f"{kind.label}: low, unconfirmed: its only partner {', '.join(verdict.low)} measured "
+            f"it low once: {evidence}; {HOW_TO_CONFIRM}"
+        )
     else:
         status = "pass"
         counted = f"{len(verdict.low)} of {len(verdict.pairs)} low"
