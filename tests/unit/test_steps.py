@@ -157,3 +157,15 @@ def test_rdma_without_a_rail_and_a_rail_on_another_kind_are_refused() -> None:
     assert pair_step("pair-nccl-rail0-host-r1-a--b-try1") is None
     with pytest.raises(ValueError, match="rdma kind only"):
         steps.pair_step_name("rdma", 1, "a", "b", 1)
+
+
+def test_the_pair_tries_reach_run_json_as_a_count_of_at_least_one() -> None:
+    assert (
+        RunPlan.from_variables({"bench_pairs_max_tries": "1"}).to_variables()[
+            "bench_pairs_max_tries"
+        ]
+        == 1
+    )
+    for wrong in (0, "three", True):
+        with pytest.raises(ValueError, match="bench_pairs_max_tries must be a whole number"):
+            RunPlan.from_variables({"bench_pairs_max_tries": wrong})

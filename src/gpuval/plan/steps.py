@@ -282,6 +282,9 @@ class RunPlan:
     pairs_allreduce: str = "auto"  # auto | required | false
     pairs_nccl: str = "auto"
     health_level: str = "none"  # none | quick | standard | extended
+    # Tries a pair measurement may get (its first and the repeats of a low or failed one): the
+    # judge words a pair's verdict with it ("1 of 3 configured tries made").
+    pairs_max_tries: int = 3
 
     @classmethod
     def from_variables(cls, variables: Mapping[str, Any]) -> RunPlan:
@@ -312,6 +315,7 @@ PLAN_VARIABLES = {
     "pairs_allreduce": "bench_pairs_allreduce",
     "pairs_nccl": "bench_pairs_nccl",
     "health_level": "health_level",
+    "pairs_max_tries": "bench_pairs_max_tries",
 }
 
 
@@ -323,11 +327,24 @@ def _plan_value(attribute: str, value: Any) -> Any:
         return tuple(str(item) for item in value)
     if isinstance(default, bool):
         return _truth(value)
+    if isinstance(default, int):
+        return _positive_count(PLAN_VARIABLES[attribute], value)
     if attribute in ("pairs_allreduce", "pairs_nccl"):
         return "false" if not _truth(value) else str(value)
     if attribute == "health_level" and str(value) not in HEALTH_LEVELS:
         raise ValueError(f"health_level must be one of {', '.join(HEALTH_LEVELS)}, not {value!r}")
     return str(value)
+
+
+def _positive_count(variable: str, value: Any) -> int:
+    """A whole number of at least 1 (Ansible may hand it over as text)."""
+    try:
+        count = int(str(value).strip())
+    except ValueError:
+        count = 0
+    if isinstance(value, bool) or count < 1:
+        raise ValueError(f"{variable} must be a whole number of at least 1, not {value!r}")
+    return count
 
 
 def _truth(value: Any) -> bool:
