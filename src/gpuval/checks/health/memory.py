@@ -52,12 +52,17 @@ def remap_failure_problem(name: str, what: str) -> Problem:
     return ("fail", f"{name} {what}", f"drain the node and RMA {name}")
 
 
-def kernel_log_remap_problem(code: int | None, name: str, selector: str) -> Problem | None:
-    """The memory rule for Xid 63 / 64 of the GPU `name` (`selector` for nvidia-smi -i), None
-    for other codes."""
+def kernel_log_remap_problem(code: int | None, recent: bool, name: str, selector: str,
+                             ) -> Problem | None:  # fmt: skip
+    """The memory rule for an Xid 63 / 64 of the GPU `name` (`selector` for nvidia-smi -i);
+    None for other codes. A pending remap older than the Xid window may have been applied by
+    a reset since (warn); spare rows used up do not come back (fail at any age)."""
     if code == XID_PENDING_REMAP:
-        return pending_remap_problem(name, selector, "row remap or page retirement pending "
-                                     "(Xid 63)", "pending row remap")  # fmt: skip
+        status, text, action = pending_remap_problem(
+            name, selector, "row remap or page retirement pending (Xid 63)", "pending row remap")
+        if recent:
+            return status, text, action
+        return "warn", f"{text}, older than the Xid window: applied if {name} was reset since", action
     if code == XID_REMAP_FAILURE:
         return remap_failure_problem(name, "row remapping failed (Xid 64: spare rows used up)")
     return None
