@@ -18,10 +18,19 @@ import json
 import re
 from pathlib import Path
 
-from tests.unit.test_health_checks import OUTPUTS, XML, RunFolder, run  # noqa: F401
+import pytest
+from tests.unit.test_health_checks import OUTPUTS, XML, RunFolder
+
+from gpuval.checks.model import Check
 
 SMI = OUTPUTS / "nvidia-smi"
 KERNEL = OUTPUTS / "kernel-log"
+ALL_INACTIVE = "NVML: Unable to retrieve NVLink information as all links are inActive\n"
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> RunFolder:
+    return RunFolder(tmp_path / "run")
 
 
 def query(run: RunFolder, text: str, ext: str = "txt") -> None:
@@ -156,8 +165,10 @@ def test_xid64_older_than_the_window_still_fails(run: RunFolder) -> None:
     # Spare rows used up do not come back with time: the failure stays (nvidia-smi keeps
     # printing "Remapping Failure Occurred: Yes").
     run.healthy("node1")
-    line = ("2026-11-19T20:00:00+00:00 node1 kernel: NVRM: Xid (PCI:0000:0f:00): 64, pid=57530, "
-            "Row Remapper Error: (0x00000005d28c03a0) - All reserved rows for bank are remapped\n")  # fmt: skip
+    line = (
+        "2026-11-19T20:00:00+00:00 node1 kernel: NVRM: Xid (PCI:0000:0f:00): 64, pid=57530, "
+        "Row Remapper Error: (0x00000005d28c03a0) - All reserved rows for bank are remapped\n"
+    )
     run.step("node1", "health-kernel-log-after", line, "kernel-log")
     assert run.health()["health.xid.0000:0f:00"].status == "fail"
 
@@ -177,7 +188,7 @@ def nvlink_run(run: RunFolder, text: str, declared: dict[str, object] | None = N
     (run.root / "run.json").write_text(json.dumps(document))
 
 
-def nvlink_state(run: RunFolder) -> object:
+def nvlink_state(run: RunFolder) -> Check:
     return next(c for c in run.checks() if c.check_id == "topology.nvlink-state")
 
 
@@ -190,9 +201,9 @@ def test_b200_all_links_inactive_among_active_siblings_fails_naming_it(run: RunF
     rest = "".join(f"GPU {n}: NVIDIA B200 (UUID: GPU-xxx)\n{B200_ACTIVE}" for n in range(3, 8))
     nvlink_run(run, active + real + rest)
     check = nvlink_state(run)
-    assert check.status == "fail"  # type: ignore[attr-defined]
-    assert "GPU2" in check.reason and "no active NVLink" in check.reason  # type: ignore[attr-defined]
-    assert "GPU3" not in check.reason  # type: ignore[attr-defined]
+    assert check.status == "fail"
+    assert "GPU2" in check.reason and "no active NVLink" in check.reason
+    assert "GPU3" not in check.reason
 
 
 def test_b200_alone_with_all_links_inactive_fails_by_its_catalog_entry(run: RunFolder) -> None:
@@ -201,28 +212,28 @@ def test_b200_alone_with_all_links_inactive_fails_by_its_catalog_entry(run: RunF
     real = (SMI / "nvlink-gpud-1085-b200-all-links-inactive.txt").read_text()
     nvlink_run(run, real, {"gpu_model": "B200", "gpus_per_node": 8})
     check = nvlink_state(run)
-    assert check.status == "fail"  # type: ignore[attr-defined]
-    assert "GPU2" in check.reason and "B200" in check.reason  # type: ignore[attr-defined]
+    assert check.status == "fail"
+    assert "GPU2" in check.reason and "B200" in check.reason
 
 
 def test_pcie_cards_without_bridges_pass_saying_why(run: RunFolder) -> None:
     # CONSTRUCTED in the real line format of gpud 1085: two H100 PCIe, neither with an active
     # NVLink. H100 PCIe reaches a peer over NVLink only through an optional bridge; with no
     # GPU of the node showing one, the node has none fitted.
-    text = "".join(f"GPU {n}: NVIDIA H100 PCIe (UUID: GPU-xxx)\nNVML: Unable to retrieve NVLink "
-                   "information as all links are inActive\n" for n in (0, 1))  # fmt: skip
+    text = "".join(f"GPU {n}: NVIDIA H100 PCIe (UUID: GPU-xxx)\n{ALL_INACTIVE}" for n in (0, 1))
     nvlink_run(run, text)
     check = nvlink_state(run)
-    assert check.status == "pass"  # type: ignore[attr-defined]
-    assert "bridge" in check.reason and "H100 PCIe" in check.reason  # type: ignore[attr-defined]
+    assert check.status == "pass"
+    assert "bridge" in check.reason and "H100 PCIe" in check.reason
 
 
 def test_l40s_without_nvlink_passes_saying_it_has_none(run: RunFolder) -> None:
-    text = "GPU 0: NVIDIA L40S (UUID: GPU-xxx)\nNVML: Unable to retrieve NVLink information as all links are inActive\n"  # fmt: skip
+    # CONSTRUCTED in the same real format: an L40S, which has no NVLink at all.
+    text = "GPU 0: NVIDIA L40S (UUID: GPU-xxx)\n" + ALL_INACTIVE
     nvlink_run(run, text)
     check = nvlink_state(run)
-    assert check.status == "pass"  # type: ignore[attr-defined]
-    assert "L40S has no NVLink" in check.reason  # type: ignore[attr-defined]
+    assert check.status == "pass"
+    assert "L40S has no NVLink" in check.reason
 
 
 def test_v100_with_some_links_inactive_still_warns_without_a_board(run: RunFolder) -> None:
@@ -231,5 +242,5 @@ def test_v100_with_some_links_inactive_still_warns_without_a_board(run: RunFolde
     text = (SMI / "nvlink-azhpc-diagnostics-73-v100-inactive.txt").read_text()
     nvlink_run(run, text)
     check = nvlink_state(run)
-    assert check.status == "warn"  # type: ignore[attr-defined]
-    assert "GPU3" in check.reason  # type: ignore[attr-defined]
+    assert check.status == "warn"
+    assert "GPU3" in check.reason

@@ -51,9 +51,10 @@ def _missing_fields(gpu: SmiGpu) -> tuple[str, ...]:
     health = gpu.health
     assert health is not None
     t, power = health.temperature, health.power
+    reasons = health.clock_event_reasons.values()
     missing = [
         label for label, absent in (
-            ("slowdown reasons", not any(v is not None for v in health.clock_event_reasons.values())),
+            ("slowdown reasons", all(v is None for v in reasons)),
             ("GPU temperature", t is None or t.gpu_c is None),
             ("slowdown temperature", not _temperature_rooms(gpu)),
             ("power limit and its default",
@@ -80,8 +81,8 @@ def _what_was_read(gpus: list[SmiGpu], paired: bool) -> str:
     parts = [f"{len(gpus)} GPU(s): slowdown reasons read, none active"
              + (", their counters did not grow during the run" if paired else "")]  # fmt: skip
     if temperatures:
-        parts.append(f"{_span(temperatures, '°C')}"
-                     + (f", at least {min(rooms):g} °C from slowdown" if rooms else ""))  # fmt: skip
+        room = f", at least {min(rooms):g} °C from slowdown" if rooms else ""
+        parts.append(f"{_span(temperatures, '°C')}{room}")
     if limits:
         parts.append(f"power limits {_span(limits, 'W')}, at their defaults")
     if modes:
@@ -172,8 +173,10 @@ def clock_checks(judge: JudgeState, host: HostEvidence) -> None:
     gpus = dict(health_gpus(parsed))
     missing = {name: lacked for name, gpu in gpus.items() if (lacked := _missing_fields(gpu))}
     for who, fields in grouped(missing, named=True):
-        problems.append(("unjudged", f"{who} printed no {', no '.join(fields)}: not judged on "
-                         "them", "capture nvidia-smi -q -x with a driver that reports them"))  # fmt: skip
+        problems.append((
+            "unjudged", f"{who} printed no {', no '.join(fields)}: not judged on them",
+            "capture nvidia-smi -q -x with a driver that prints them",
+        ))  # fmt: skip
     if not gpus:
         problems.append(("unjudged", "nvidia-smi -q listed no GPU with health fields", None))
     paired = smi.before is not None and smi.after is not None

@@ -59,10 +59,15 @@ def kernel_log_remap_problem(code: int | None, recent: bool, name: str, selector
     a reset since (warn); spare rows used up do not come back (fail at any age)."""
     if code == XID_PENDING_REMAP:
         status, text, action = pending_remap_problem(
-            name, selector, "row remap or page retirement pending (Xid 63)", "pending row remap")
+            name, selector, "row remap or page retirement pending (Xid 63)", "pending row remap"
+        )
         if recent:
             return status, text, action
-        return "warn", f"{text}, older than the Xid window: applied if {name} was reset since", action
+        return (
+            "warn",
+            f"{text}, older than the Xid window: applied if {name} was reset since",
+            action,
+        )
     if code == XID_REMAP_FAILURE:
         return remap_failure_problem(name, "row remapping failed (Xid 64: spare rows used up)")
     return None
@@ -147,8 +152,11 @@ def _read_and_missing(gpu: SmiGpu) -> tuple[tuple[str, ...], tuple[str, ...]]:
     if mode == "disabled":
         read.append("ECC disabled (no error counts kept)")
     elif volatile is not None or aggregate is not None:
-        counts = " and ".join(f"{n} {label}" for n, label in (
-            (volatile, "since the driver loaded"), (aggregate, "in its life")) if n is not None)
+        counts = " and ".join(
+            f"{n} {label}"
+            for n, label in ((volatile, "since the driver loaded"), (aggregate, "in its life"))
+            if n is not None
+        )
         read.append(f"ECC {mode or 'mode not printed'}, uncorrectable errors {counts}")
     else:
         missing.append("ECC mode and uncorrectable counts" if not mode

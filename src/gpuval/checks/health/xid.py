@@ -89,16 +89,17 @@ def xid_checks(judge: JudgeState, host: HostEvidence) -> None:
                 xid_meaning(event.code))  # fmt: skip
             age = _age_hours(event, captured)
             recent = age is None or age <= window
-            remap = None if event.kind == "sxid" else kernel_log_remap_problem(
-                event.code, recent, "", "")  # memory.py's rule for Xid 63 / 64
+            # Xid 63 / 64: memory.py's rule for a pending remap and a remap failure.
+            remap = event.kind == "xid" and kernel_log_remap_problem(event.code, recent, "", "")
             status = "pass" if event.code in benign else remap[0] if remap else _event_status(
                 meaning, recent)  # fmt: skip
             judged.append((status, event, meaning, age))
         # The worst event, the latest of equals: its line is the evidence.
         status, event, meaning, age = min(judged, key=lambda j: (rank(j[0]), -j[1].line))
         name = event.switch if event.kind == "sxid" else host.health.gpu_name(event.device)
-        remap = None if event.kind == "sxid" else kernel_log_remap_problem(
-            event.code, age is None or age <= window, name, f"{device}.0")  # memory.py's rule
+        remap = event.kind == "xid" and kernel_log_remap_problem(
+            event.code, age is None or age <= window, host.health.gpu_name(event.device),
+            f"{device}.0")  # fmt: skip
         counts = Counter((e.kind == "sxid", e.code or 0) for e in events)
         tally = ", ".join(f"{'SXid' if sxid else 'Xid'} {code} x{n}"
                           for (sxid, code), n in sorted(counts.items()))  # fmt: skip
