@@ -120,6 +120,15 @@ def test_persistence_mode_not_printed_is_unjudged_not_on(run: RunFolder) -> None
     assert "persistence mode on" not in check.reason
 
 
+def test_persistence_mode_na_on_a_real_output_is_unjudged(run: RunFolder) -> None:
+    # Real -q of a GTX 1080 Ti under Windows (driver 442, WDDM): "Persistence Mode : N/A"; the
+    # quoted excerpt ends at the Inforom block.
+    query(run, (SMI / "q-gputil-38-442-gtx1080ti-wddm-persistence-na-excerpt.txt").read_text())
+    check = run.health()["health.clocks"]
+    assert check.status == "unjudged"
+    assert "persistence mode" in check.reason and "persistence mode on" not in check.reason
+
+
 def test_healthy_h100_clocks_pass_names_what_it_read(run: RunFolder) -> None:
     run.healthy("node1")
     check = run.health()["health.clocks"]
@@ -233,7 +242,7 @@ def test_l40s_without_nvlink_passes_saying_it_has_none(run: RunFolder) -> None:
     nvlink_run(run, text)
     check = nvlink_state(run)
     assert check.status == "pass"
-    assert "L40S has no NVLink" in check.reason
+    assert "the L40S has no NVLink" in check.reason
 
 
 def test_v100_with_some_links_inactive_still_warns_without_a_board(run: RunFolder) -> None:

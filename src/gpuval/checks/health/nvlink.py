@@ -41,36 +41,38 @@ def _active(gpu: GpuNvlinks) -> bool:
     return any(link.state == "active" for link in gpu.links)
 
 
+def _have_none(dark: list[str]) -> str:
+    """'GPU2 has no active NVLink', 'GPU0, GPU1 have no active NVLink'."""
+    more = f" (and {len(dark) - 8} more)" if len(dark) > 8 else ""
+    return f"{', '.join(dark[:8])}{more} {'has' if len(dark) == 1 else 'have'} no active NVLink"
+
+
 def _dark_verdict(host: HostEvidence, dark: list[str], lit: int) -> tuple[Status, str]:
     """GPUs with no active NVLink ("all links are inActive", or every link <inactive>): a fault
     where the node shows it has NVLink (siblings with active links) or its model's catalog
     entry puts NVLink on every board; fine where the model has none or only by bridge."""
     model = host.model
     gpus = max(len(host.nvlinks), host.gpu_count or 0, host.declared.gpus_per_node or 0)
-    who = listed(dark)
+    none = _have_none(dark)
     if lit:
-        odd_one_out = bool(model and model.nvlink_optional and gpus % 2 and len(dark) == 1)
-        if odd_one_out:  # bridges join pairs: an odd card may have no partner by design
-            return "warn", (f"{who} has no active NVLink while {lit} other GPU(s) show NVLinks "
-                            f"(a {model.model if model else ''} joins a peer only by a bridge, "
+        siblings = f"{none} while {lit} other GPU(s) of the node show NVLinks"
+        if model and model.nvlink_optional and gpus % 2 and len(dark) == 1:
+            # Bridges join pairs: the odd card out may have no partner by design.
+            return "warn", (f"{siblings} (a {model.model} joins a peer only through a bridge, "
                             "and this node has an odd number of cards)")  # fmt: skip
-        return (
-            "fail",
-            f"{who} has no active NVLink while {lit} other GPU(s) of the node show NVLinks",
-        )
+        return "fail", siblings
     if model is None:
-        return "unjudged", (f"{who} has no active NVLink and the GPU model is unknown: whether "
-                            "the board has NVLink cannot be said (declare gpu_model)")  # fmt: skip
+        return "unjudged", (f"{none} and the GPU model is unknown: whether the board has NVLink "
+                            "cannot be said (declare gpu_model)")  # fmt: skip
     if model.nvlink_generation is None:
-        return "pass", f"{model.model} has no NVLink (catalog): {who} need none"
+        return "pass", f"{none}: the {model.model} has no NVLink ({model.source})"
     if model.nvlink_optional:
-        return "pass", (f"{who} has no active NVLink: a {model.model} reaches a peer over "
-                        "NVLink only through an optional bridge, and no GPU of this node shows "
-                        "one")  # fmt: skip
+        return "pass", (f"{none}: the {model.model} reaches a peer over NVLink only through an "
+                        "optional bridge, and no GPU of this node shows one")  # fmt: skip
     if gpus <= 1:
-        return "pass", f"{who} is the node's only GPU: no NVLink peer on the node"
-    return "fail", (f"{who} has no active NVLink where a {model.model}'s board wires all "
-                    f"{model.nvlink_links} of its links (catalog)")  # fmt: skip
+        return "pass", f"{none}: it is the node's only GPU, with no NVLink peer on the node"
+    return "fail", (f"{none} where the {model.model}'s board wires all {model.nvlink_links} of "
+                    "its links (catalog)")  # fmt: skip
 
 
 def nvlink_state_checks(judge: JudgeState, host: HostEvidence) -> None:
@@ -95,7 +97,7 @@ def nvlink_state_checks(judge: JudgeState, host: HostEvidence) -> None:
                  if len(gpu.links) < model.nvlink_links]  # fmt: skip
         board = f"where a {system.name} wires all {model.nvlink_links} links of each {model.model}"
         if dark:
-            problems.append(("fail", f"{listed(dark)} has no active NVLink {board}", action))
+            problems.append(("fail", f"{_have_none(dark)} {board}", action))
         if inactive or short:
             problems.append(("fail", f"{listed(inactive + short)} {board}: lost NVLink "
                              "bandwidth", None))  # fmt: skip
