@@ -253,3 +253,14 @@ def test_v100_with_some_links_inactive_still_warns_without_a_board(run: RunFolde
     check = nvlink_state(run)
     assert check.status == "warn"
     assert "GPU3" in check.reason
+
+
+def test_rtx4090_clocks_pass_names_the_power_cap_it_read_active(run: RunFolder) -> None:
+    # Real -q, driver 535, 8x RTX 4090: one loaded GPU prints "SW Power Cap : Active", which
+    # this check does not judge (the GPU holds its power limit); the pass must not say that no
+    # reason is active.
+    query(run, (SMI / "q-gpud-535.154.05-8x4090-sw-power-cap.txt").read_text())
+    check = run.health()["health.clocks"]
+    assert check.status == "pass"
+    assert "(active: " in check.reason and "sw_power_cap" in check.reason
+    assert "8 GPU(s)" in check.reason and "450 W" in check.reason

@@ -70,7 +70,7 @@ def _span(values: list[float], unit: str) -> str:
     return f"{low:g} {unit}" if low == high else f"{low:g}-{high:g} {unit}"
 
 
-def _what_was_read(gpus: list[SmiGpu], paired: bool) -> str:
+def _what_was_read(gpus: list[SmiGpu], counted: bool) -> str:
     """The pass reason: what the GPUs printed that the check judged."""
     healths = [gpu.health for gpu in gpus if gpu.health is not None]
     temperatures = [h.temperature.gpu_c for h in healths if h.temperature and h.temperature.gpu_c
@@ -78,8 +78,11 @@ def _what_was_read(gpus: list[SmiGpu], paired: bool) -> str:
     rooms = [value - threshold for gpu in gpus for value, threshold, _ in _temperature_rooms(gpu)]
     limits = [limit for h in healths if (limit := h.power.enforced_limit_w or h.power.limit_w)]
     modes = sorted({gpu.persistence_mode for gpu in gpus if gpu.persistence_mode})
-    parts = [f"{len(gpus)} GPU(s): slowdown reasons read, none active"
-             + (", their counters did not grow during the run" if paired else "")]  # fmt: skip
+    others = sorted({reason for h in healths for reason, v in h.clock_event_reasons.items()
+                     if (v or "").lower() == "active"})  # fmt: skip
+    parts = [f"{len(gpus)} GPU(s): slowdown reasons read, no hardware or thermal slowdown active"
+             + (f" (active: {', '.join(others)})" if others else "")
+             + (", their counters did not grow during the run" if counted else "")]  # fmt: skip
     if temperatures:
         room = f", at least {min(rooms):g} °C from slowdown" if rooms else ""
         parts.append(f"{_span(temperatures, '°C')}{room}")
@@ -179,6 +182,11 @@ def clock_checks(judge: JudgeState, host: HostEvidence) -> None:
         ))  # fmt: skip
     if not gpus:
         problems.append(("unjudged", "nvidia-smi -q listed no GPU with health fields", None))
-    paired = smi.before is not None and smi.after is not None
+    # The counters were compared only where both captures printed them.
+    counted = all(
+        any(gpu.health and gpu.health.clock_event_reason_counters_us
+            for _, gpu in health_gpus(capture))
+        for capture in (smi.before, smi.after) if capture is not None
+    ) and smi.before is not None and smi.after is not None  # fmt: skip
     add_check(judge, host, "health.clocks", problems,
-              _what_was_read(list(gpus.values()), paired), parsed.source())  # fmt: skip
+              _what_was_read(list(gpus.values()), counted), parsed.source())  # fmt: skip
