@@ -8,6 +8,7 @@ from collections import Counter
 
 from gpuval.catalog import link_problems
 from gpuval.checks.context import JudgeState
+from gpuval.checks.health.nvlink import nvlink_state_checks
 from gpuval.checks.model import Check, Status, worst
 from gpuval.checks.wording import listed
 from gpuval.evidence import HostEvidence, Topology
@@ -88,44 +89,6 @@ def _nic_locality(topo: Topology) -> tuple[Status, str] | None:
         f"{', '.join(far[:4])}{' ...' if len(far) > 4 else ''}; GPUDirect RDMA traffic crosses "
         "the host bridge"
     )
-
-
-def nvlink_state_checks(judge: JudgeState, host: HostEvidence) -> None:
-    """`nvidia-smi nvlink -s`: an inactive link on a board whose system wires every link is a
-    lost NVLink (a GPU, a baseboard trace or an NVSwitch), whatever the bandwidth still shows."""
-    if not host.nvlinks:
-        return
-    system, model = host.system, host.model
-    wired = system is not None and system.fabric in ("nvswitch", "mesh", "cube-mesh")
-    source = host.nvlinks[0].source
-    inactive = [
-        f"{gpu.gpu} link(s) {', '.join(str(link.link) for link in down)} inactive"
-        for gpu in host.nvlinks
-        if (down := [link for link in gpu.links if link.state != "active"])
-    ]
-    if not wired or model is None:
-        judge.add(Check(
-            check_id="topology.nvlink-state", host=host.name, category="topology",
-            status="pass" if not inactive else "warn", source=source,
-            reason=(listed(inactive) + " (this system need not wire every link)")
-            if inactive else f"{len(host.nvlinks)} GPU(s): no inactive NVLink listed",
-        ))  # fmt: skip
-        return
-    short = [
-        f"{gpu.gpu} lists {len(gpu.links)} links"
-        for gpu in host.nvlinks
-        if len(gpu.links) < model.nvlink_links
-    ]
-    problems = inactive + short
-    judge.add(Check(
-        check_id="topology.nvlink-state", host=host.name, category="topology",
-        status="fail" if problems else "pass", source=source,
-        reference=f"{model.nvlink_links} active links per GPU",
-        reason=f"{listed(problems)} where a {system.name if system else ''} wires all "
-        f"{model.nvlink_links} links of each {model.model}: lost NVLink bandwidth"
-        if problems else f"all {model.nvlink_links} NVLinks of each of {len(host.nvlinks)} "
-        "GPU(s) active",
-    ))  # fmt: skip
 
 
 def pcie_checks(judge: JudgeState, host: HostEvidence) -> None:

@@ -1,6 +1,13 @@
-"""Memory: ECC mode and counts, retired pages, row remapping, repairs pending (nvidia-smi -q)."""
+"""Memory: ECC mode and counts, retired pages, row remapping, repairs pending (nvidia-smi -q).
+
+A pending row remap or page retirement and a remapping failure are one finding with one action
+whichever tool reports it: nvidia-smi's Remapped Rows / Retired Pages here, Xid 63 / 64 in the
+kernel log (xid.py asks `kernel_log_remap_problem`). NVIDIA, GPU Memory Error Management:
+https://docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/index.html"""
 
 from __future__ import annotations
+
+from collections import Counter
 
 from gpuval.catalog.health import compute_of
 from gpuval.checks.context import JudgeState
@@ -8,78 +15,110 @@ from gpuval.checks.health.common import Problem, add_check, health_gpus, missing
 from gpuval.evidence import HostEvidence
 from gpuval.records.nvidia_smi import EccCounts, SmiGpu
 
+MEMORY_REFERENCE = "GPU Memory Error Management (NVIDIA)"
+# Xid 63: a row remap (Ampere+) or page retirement (Kepler-Volta) recorded, applied at the next
+# GPU reset; Xid 64: it could not be recorded (spare rows used up). Same page as above.
+XID_PENDING_REMAP = 63
+XID_REMAP_FAILURE = 64
 
-def _uncorrectable(counts: EccCounts) -> int:
+
+def _uncorrectable(counts: EccCounts) -> int | None:
+    """Uncorrectable errors of one timescale; None when the output printed no count (N/A)."""
     found = [counts.dram_uncorrectable, counts.sram_uncorrectable,
-             counts.sram_uncorrectable_parity, counts.sram_uncorrectable_secded]  # fmt: skip
-    total = sum(v for v in found if v)
-    return total or (counts.uncorrected_total or 0)
+             counts.sram_uncorrectable_parity, counts.sram_uncorrectable_secded,
+             counts.uncorrected_total]  # fmt: skip
+    found += [v for k, v in counts.by_location.items() if k.startswith("uncorrected.")]
+    known = [v for v in found if v is not None]
+    if not known:
+        return None
+    split = [v for v in found[:4] if v is not None]
+    return sum(split) if split else max(known)
 
 
 def _yes(value: str | None) -> bool:
     return (value or "").strip().lower() == "yes"
 
 
-def _memory_problems(name: str, gpu: SmiGpu, ecc_expected: bool) -> list[Problem]:
+def reset_action(name: str, selector: str, applies: str) -> str:
+    """What to do with a GPU whose remap or retirement waits: a reset at the next opportunity."""
+    return f"reset {name} (nvidia-smi -r -i {selector}) while it is idle to apply the {applies}"
+
+
+def pending_remap_problem(name: str, selector: str, what: str, applies: str) -> Problem:
+    return ("fail", f"{name} {what}", reset_action(name, selector, applies))
+
+
+def remap_failure_problem(name: str, what: str) -> Problem:
+    return ("fail", f"{name} {what}", f"drain the node and RMA {name}")
+
+
+def kernel_log_remap_problem(code: int | None, recent: bool, name: str, selector: str,
+                             ) -> Problem | None:  # fmt: skip
+    """The memory rule for an Xid 63 / 64 of the GPU `name` (`selector` for nvidia-smi -i);
+    None for other codes. A pending remap older than the Xid window may have been applied by
+    a reset since (warn); spare rows used up do not come back (fail at any age)."""
+    if code == XID_PENDING_REMAP:
+        status, text, action = pending_remap_problem(
+            name, selector, "row remap or page retirement pending (Xid 63)", "pending row remap"
+        )
+        if recent:
+            return status, text, action
+        return (
+            "warn",
+            f"{text}, older than the Xid window: applied if {name} was reset since",
+            action,
+        )
+    if code == XID_REMAP_FAILURE:
+        return remap_failure_problem(name, "row remapping failed (Xid 64: spare rows used up)")
+    return None
+
+
+def _ecc_problems(name: str, gpu: SmiGpu, ecc_expected: bool, reset: str) -> list[Problem]:
     health = gpu.health
     assert health is not None
     found: list[Problem] = []
-    reset = f"reset {name} (nvidia-smi -r -i {name.removeprefix('GPU')}) while it is idle"
     if ecc_expected and (gpu.ecc_mode or "").lower() == "disabled":
-        found.append(
-            (
-                "fail",
-                f"{name} ECC disabled on a GPU whose memory has ECC",
-                f"enable ECC (nvidia-smi -i {name.removeprefix('GPU')} -e 1), then {reset}",
-            )
-        )
+        found.append((
+            "fail", f"{name} ECC disabled on a GPU whose memory has ECC",
+            f"enable ECC (nvidia-smi -i {name.removeprefix('GPU')} -e 1), then {reset}",
+        ))  # fmt: skip
     if health.ecc_mode_pending and gpu.ecc_mode and health.ecc_mode_pending != gpu.ecc_mode:
         found.append(("warn", f"{name} ECC mode changes to {health.ecc_mode_pending} at the "
                               "next reset", reset))  # fmt: skip
     if volatile := _uncorrectable(health.ecc_volatile):
-        found.append(
-            (
-                "fail",
-                f"{name} {volatile} uncorrectable ECC error(s) since the driver loaded",
-                f"drain the node, {reset}; RMA {name} if they recur",
-            )
-        )
+        found.append((
+            "fail", f"{name} {volatile} uncorrectable ECC error(s) since the driver loaded",
+            f"drain the node, {reset}; RMA {name} if they recur",
+        ))  # fmt: skip
     elif aggregate := _uncorrectable(health.ecc_aggregate):
-        found.append(
-            (
-                "warn",
-                f"{name} {aggregate} uncorrectable ECC error(s) in its life",
-                f"watch {name}: RMA it if its remapped rows run out",
-            )
-        )
+        found.append((
+            "warn", f"{name} {aggregate} uncorrectable ECC error(s) in its life",
+            f"watch {name}: RMA it if its remapped rows run out",
+        ))  # fmt: skip
+    return found
+
+
+def _memory_problems(name: str, gpu: SmiGpu, ecc_expected: bool) -> list[Problem]:
+    health = gpu.health
+    assert health is not None
+    index = name.removeprefix("GPU")
+    reset = f"reset {name} (nvidia-smi -r -i {index}) while it is idle"
+    found = _ecc_problems(name, gpu, ecc_expected, reset)
     if _yes(health.retired_pages.pending):
-        found.append(("fail", f"{name} has retired pages pending", reset))
+        found.append(pending_remap_problem(name, index, "has retired pages pending",
+                                           "pending page retirement"))  # fmt: skip
     rows = health.remapped_rows
     if _yes(rows.failure):
-        found.append(
-            (
-                "fail",
-                f"{name} row remapping failed (spare rows used up)",
-                f"drain the node and RMA {name}",
-            )
-        )
+        found.append(remap_failure_problem(name, "row remapping failed (spare rows used up)"))
     if _yes(rows.pending):
-        found.append(
-            (
-                "fail",
-                f"{name} row remap pending (uncorrectable: {rows.uncorrectable}, "
-                f"correctable: {rows.correctable})",
-                f"{reset} to apply the pending row remap",
-            )
-        )
+        found.append(pending_remap_problem(
+            name, index, f"row remap pending (uncorrectable: {rows.uncorrectable}, "
+            f"correctable: {rows.correctable})", "pending row remap"))  # fmt: skip
     if exhausted := rows.histogram.get("none"):
-        found.append(
-            (
-                "warn",
-                f"{name} {exhausted} memory bank(s) without a spare row left",
-                f"plan to RMA {name}: the next error in those banks cannot be remapped",
-            )
-        )
+        found.append((
+            "warn", f"{name} {exhausted} memory bank(s) without a spare row left",
+            f"plan to RMA {name}: the next error in those banks cannot be remapped",
+        ))  # fmt: skip
     for label, flag in (
         ("SRAM errors over the field-diagnostic threshold", health.sram_threshold_exceeded),
         ("unrepairable memory", health.unrepairable_memory),
@@ -95,14 +134,56 @@ def _memory_problems(name: str, gpu: SmiGpu, ecc_expected: bool) -> list[Problem
         if _yes(flag):
             found.append(("fail", f"{name} {label}", f"drain the node, {reset}"))
     if health.recovery_action and health.recovery_action.lower() not in ("none", "n/a"):
-        found.append(
-            (
-                "fail",
-                f"{name} recovery action {health.recovery_action}",
-                f"{health.recovery_action.lower()} {name} as NVML asks",
-            )
-        )
+        found.append((
+            "fail", f"{name} recovery action {health.recovery_action}",
+            f"{health.recovery_action.lower()} {name} as NVML asks",
+        ))  # fmt: skip
     return found
+
+
+def _read_and_missing(gpu: SmiGpu) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """What the GPU's output let the check judge (as sentences), and the fields it lacked."""
+    health = gpu.health
+    assert health is not None
+    read: list[str] = []
+    missing: list[str] = []
+    volatile, aggregate = _uncorrectable(health.ecc_volatile), _uncorrectable(health.ecc_aggregate)
+    mode = (gpu.ecc_mode or "").lower()
+    if mode == "disabled":
+        read.append("ECC disabled (no error counts kept)")
+    elif volatile is not None or aggregate is not None:
+        counts = " and ".join(
+            f"{n} {label}"
+            for n, label in ((volatile, "since the driver loaded"), (aggregate, "in its life"))
+            if n is not None
+        )
+        read.append(f"ECC {mode or 'mode not printed'}, uncorrectable errors {counts}")
+    else:
+        missing.append("ECC mode and uncorrectable counts" if not mode
+                       else "uncorrectable ECC counts (N/A)")  # fmt: skip
+    rows, pages = health.remapped_rows, health.retired_pages
+    if rows.pending is not None or rows.failure is not None:
+        read.append(f"remapped rows pending {rows.pending or 'not printed'}, failure "
+                    f"{rows.failure or 'not printed'}")  # fmt: skip
+    if pages.pending is not None:
+        read.append(f"retired pages pending {pages.pending}")
+    if rows.pending is None and rows.failure is None and pages.pending is None:
+        missing.append("retired pages or remapped rows state")
+    return tuple(read), tuple(missing)
+
+
+def grouped(by_gpu: dict[str, tuple[str, ...]], named: bool = False,
+            ) -> list[tuple[str, tuple[str, ...]]]:  # fmt: skip
+    """(who, sentences) per distinct tuple of sentences, the most common first: who is
+    '8 GPU(s)' when every GPU shares them (unless `named`), else the GPUs' names."""
+    lines = []
+    for value, count in Counter(by_gpu.values()).most_common():
+        names = [name for name, v in by_gpu.items() if v == value]
+        more = f" (and {len(names) - 8} more)" if len(names) > 8 else ""
+        every = count == len(by_gpu) and not named
+        who = f"{count} GPU(s)" if every else ", ".join(names[:8]) + more
+        lines.append((who, value))
+    return lines
 
 
 def memory_checks(judge: JudgeState, host: HostEvidence) -> None:
@@ -111,12 +192,21 @@ def memory_checks(judge: JudgeState, host: HostEvidence) -> None:
         missing_probe(judge, host, "health.memory", "nvidia-smi -q -x output", "nvidia-smi-query")
         return
     compute = compute_of(host.model.model if host.model else None)
-    problems = [p for name, gpu in health_gpus(parsed)
-                for p in _memory_problems(name, gpu, bool(compute and compute.ecc))]  # fmt: skip
-    gpus = sum(1 for _ in health_gpus(parsed))
-    passed = (
-        f"{gpus} GPU(s): no uncorrectable ECC error, no retired page or row remap pending, "
-        "no remap failure"
-    )
+    problems: list[Problem] = []
+    read: dict[str, tuple[str, ...]] = {}
+    missing: dict[str, tuple[str, ...]] = {}
+    for name, gpu in health_gpus(parsed):
+        problems += _memory_problems(name, gpu, bool(compute and compute.ecc))
+        read[name], lacked = _read_and_missing(gpu)
+        if lacked:
+            missing[name] = lacked
+    for who, fields in grouped(missing, named=True):
+        problems.append(("unjudged", f"{who} printed no {' and no '.join(fields)}: "
+                         "nothing to judge them by", "capture nvidia-smi -q -x as root with the "
+                         "GPU out of MIG mode; a GPU that does not report them cannot be "
+                         "judged on them"))  # fmt: skip
+    if not read:
+        problems.append(("unjudged", "nvidia-smi -q listed no GPU with health fields", None))
+    passed = "; ".join(f"{who}: {', '.join(sentences)}" for who, sentences in grouped(read))
     add_check(judge, host, "health.memory", problems, passed, parsed.source(),
-              reference="GPU Memory Error Management (NVIDIA)")  # fmt: skip
+              reference=MEMORY_REFERENCE)  # fmt: skip

@@ -8,6 +8,7 @@ from datetime import datetime
 from gpuval.catalog.health import XidMeaning, sxid_meaning, xid_meaning
 from gpuval.checks.context import JudgeState
 from gpuval.checks.health.common import missing_probe
+from gpuval.checks.health.memory import kernel_log_remap_problem
 from gpuval.checks.model import Check, Status, rank
 from gpuval.evidence import HostEvidence, ParsedFile
 from gpuval.evidence.model import pci_key
@@ -87,12 +88,18 @@ def xid_checks(judge: JudgeState, host: HostEvidence) -> None:
             meaning = sxid_meaning(event.severity) if event.kind == "sxid" else (
                 xid_meaning(event.code))  # fmt: skip
             age = _age_hours(event, captured)
-            status = "pass" if event.code in benign else _event_status(
-                meaning, age is None or age <= window)  # fmt: skip
+            recent = age is None or age <= window
+            # Xid 63 / 64: memory.py's rule for a pending remap and a remap failure.
+            remap = event.kind == "xid" and kernel_log_remap_problem(event.code, recent, "", "")
+            status = "pass" if event.code in benign else remap[0] if remap else _event_status(
+                meaning, recent)  # fmt: skip
             judged.append((status, event, meaning, age))
         # The worst event, the latest of equals: its line is the evidence.
         status, event, meaning, age = min(judged, key=lambda j: (rank(j[0]), -j[1].line))
         name = event.switch if event.kind == "sxid" else host.health.gpu_name(event.device)
+        remap = event.kind == "xid" and kernel_log_remap_problem(
+            event.code, age is None or age <= window, host.health.gpu_name(event.device),
+            f"{device}.0")  # fmt: skip
         counts = Counter((e.kind == "sxid", e.code or 0) for e in events)
         tally = ", ".join(f"{'SXid' if sxid else 'Xid'} {code} x{n}"
                           for (sxid, code), n in sorted(counts.items()))  # fmt: skip
@@ -107,9 +114,10 @@ def xid_checks(judge: JudgeState, host: HostEvidence) -> None:
             check_id=f"health.xid.{device}", host=host.name, category="health", status=status,
             measured=_event_text(event, meaning), reference=f"no hardware Xid within {window:g} h",
             source=parsed.source(event.line),
-            reason=f"{_event_text(event, meaning)} on {name}: {meaning.meaning}, "
-            f"{_when(event, age)}{note} ({tally} in the log)",
-            action=None if status == "pass" else meaning.action.format(
+            reason=f"{_event_text(event, meaning)} on {name}: "
+            f"{remap[1] if remap else meaning.meaning}, {_when(event, age)}{note} ({tally} in "
+            "the log)",
+            action=None if status == "pass" else remap[2] if remap else meaning.action.format(
                 gpu=name, switch=event.switch or "the NVSwitch"),
         ))  # fmt: skip
     if not by_device:
