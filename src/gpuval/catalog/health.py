@@ -63,6 +63,12 @@ def xid_meaning(code: int | None) -> XidMeaning:
     return xids.get(code, unknown) if code is not None else unknown
 
 
+def driver_event_meaning(kind: str) -> XidMeaning:
+    """A GPU problem the driver reports without an Xid number ("init-failed")."""
+    document = _load("xid.json")
+    return _meaning(document["driver"][kind], document["sources"])
+
+
 def sxid_meaning(severity: str | None) -> XidMeaning:
     """An SXid by the severity its line prints ("fatal", "non-fatal", or none)."""
     _, sxids, _ = _xid_catalog()
