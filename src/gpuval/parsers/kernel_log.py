@@ -28,6 +28,7 @@ Besides Xid lines, a failing GPU shows in lines of other shapes, read here as ev
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import datetime
 
 from gpuval.parsers.text import clean_lines
@@ -98,11 +99,11 @@ _READ_FAILED = re.compile(
 _JOURNAL_MARKER = re.compile(r"^-- .* --$")
 # What the lines of both kinds start with: any other line is a kernel line without a test.
 _NOT_KERNEL_STARTS = frozenset("-Nd")
-# Text that each event pattern holds: a line without any is no event without a search. Only the
-# marks the whole text holds are looked for on each line.
-_EVENT_MARKS = ("Xid (", "fallen off the bus", "NVRM: The NVIDIA GPU", "RmInitAdapter failed",
-                "rm_init_adapter failed", "failed with error", "probe routine failed", "AER: ",
-                "PCIe Bus Error", "PCIe bandwidth", "[10de:")  # fmt: skip
+# Text that each event's line holds: a line without any is no event without a search. Only the
+# marks the whole text holds are looked for on each line; few, as each costs a scan of the text.
+_EVENT_MARKS = ("NVRM", "SXid (", "failed with error", "AER: ", "PCIe Bus Error", "PCIe bandwidth")
+# The boot line that shows a device is an NVIDIA GPU: only wanted for a bandwidth notice.
+_GPU_MARK = "[10de:"
 _CONTINUED = "NVRM: The NVIDIA GPU"  # the off-bus message of current drivers, over lines
 
 
@@ -208,8 +209,9 @@ def _aer_details(lines: list[str], index: int, event: KernelEvent) -> None:
     """The error names ("[ 5] Surprise Down Error (First)") printed below an AER line of the same
     device, added to its message."""
     names = []
+    device = f"{event.device}:"
     for line in lines[index + 1 : index + 40]:
-        if event.device not in line:
+        if device not in line:
             break
         if detail := _AER_DETAIL.search(line):
             names.append(detail["name"])
@@ -219,6 +221,19 @@ def _aer_details(lines: list[str], index: int, event: KernelEvent) -> None:
         event.message += ": " + ", ".join(names)
 
 
+def _marked(text: str) -> Callable[[str], object] | None:
+    """The test of a line for the marks the text holds; None when it holds none."""
+    marks = [m for m in _EVENT_MARKS if m in text]
+    if "\x1b" in text:  # a control sequence removed from a line may join a mark split by it
+        marks = [*_EVENT_MARKS, _GPU_MARK]
+    elif "PCIe bandwidth" in marks and _GPU_MARK in text:
+        marks.append(_GPU_MARK)
+    if len(marks) == 1:
+        mark = marks[0]
+        return lambda line: mark in line
+    return re.compile("|".join(map(re.escape, marks))).search if marks else None
+
+
 def parse(text: str, source: str | None = None, tool: str | None = None) -> ParseResult:
     result = ParseResult("kernel-log", source)
     run = KernelLogRun(format="plain", line_count=0)
@@ -226,8 +241,7 @@ def parse(text: str, source: str | None = None, tool: str | None = None) -> Pars
     lines = clean_lines(text)
     kernel: list[int] = []  # indices of the kernel lines (not blank, not a journal marker)
     events: dict[int, tuple[KernelEvent, int]] = {}  # line index -> event, where it starts
-    # A control sequence removed from a line may join a mark that the text holds in two parts.
-    marks = _EVENT_MARKS if "\x1b" in text else tuple(m for m in _EVENT_MARKS if m in text)
+    marked = _marked(text)
     for index, line in enumerate(lines):
         stripped = line.strip()
         if not stripped:
@@ -239,7 +253,7 @@ def parse(text: str, source: str | None = None, tool: str | None = None) -> Pars
             if _JOURNAL_MARKER.match(stripped):
                 continue
         kernel.append(index)
-        if marks and any(mark in line for mark in marks):
+        if marked and marked(line):
             if gpu := _NVIDIA_GPU.search(line):
                 run.gpus.append(gpu["pci"])
                 continue
