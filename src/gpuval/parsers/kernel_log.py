@@ -193,6 +193,18 @@ def _pci_event(text: str, number: int) -> tuple[KernelEvent | None, int]:
     return None, 0
 
 
+def _follows(before: tuple[KernelEvent, int] | None, event: KernelEvent) -> bool:
+    """Whether the event is the "rm_init_adapter failed, device minor number N" line that follows
+    the "RmInitAdapter failed!" line of the same GPU: its minor number is added to that one."""
+    if before is None or event.kind != "init-failed" or not event.message.startswith("rm_init"):
+        return False
+    first = before[0]
+    if first.kind != "init-failed" or first.device != event.device:
+        return False
+    first.message += f" ({event.message})"
+    return True
+
+
 def _with_continuations(lines: list[str], index: int) -> str:
     """The line joined with the `NVRM:` lines that continue it (at most three)."""
     joined = lines[index]
@@ -259,6 +271,8 @@ def parse(text: str, source: str | None = None, tool: str | None = None) -> Pars
                 continue
             whole = _with_continuations(lines, index) if _CONTINUED in line else line
             event, start = _event(whole, index + 1)
+            if event is not None and _follows(events.get(index - 1), event):
+                continue
             if event is not None:
                 if event.kind == "aer":
                     _aer_details(lines, index, event)
