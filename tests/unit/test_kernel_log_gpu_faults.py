@@ -157,3 +157,39 @@ def test_boot_notices_a_narrowed_gpu_link_warns_and_gen1_at_boot_passes(folder: 
     folder.step("node1", "health-kernel-log-after", text, "kernel-log")
     check = folder.health()["health.pcie.kernel-log"]
     assert check.status == "pass" and "1 boot notice(s)" in check.reason
+
+
+def test_a_fatal_aer_error_on_the_root_port_above_a_gpu_fails_naming_both(
+    folder: RunFolder,
+) -> None:
+    """The PCI tree is the real lspci blocks of a root port (raspberrypi/linux#5352) and an A100
+    (open-mpi/hwloc#653), renumbered to the returnn log's addresses: the port as 00:03.0 with bus
+    03 behind it, the GPU as 03:00.0."""
+    lspci = LOGS.parent / "lspci"
+    port = (lspci / "raspberrypi-linux-5352-root-port-excerpt.txt").read_text()
+    port = port.replace("00:00.0 PCI bridge", "00:03.0 PCI bridge", 1).replace(
+        "secondary=01, subordinate=05", "secondary=03, subordinate=03")  # fmt: skip
+    gpu = (
+        (lspci / "hwloc-653-a100-sxm4-nn-excerpt.txt").read_text().replace("da:00.0", "03:00.0", 1)
+    )
+    folder.healthy("node1")
+    folder.step("node1", "health-lspci", f"{port}\n{gpu}", "lspci")
+    text = (LOGS / "returnn-1500-dmesg-reltime-aer-cant-recover.txt").read_text()
+    folder.step("node1", "health-kernel-log-after", text, "kernel-log")
+    check = folder.health()["health.pcie.kernel-log"]
+    assert check.status == "fail"
+    assert "port 0000:00:03.0 above the GPU at 0000:03:00" in check.reason
+    assert "SDES, CmpltTO" in check.reason
+
+
+def test_logs_of_every_dating_form_are_recognised_without_an_xid_line() -> None:
+    for name in ("returnn-1500-dmesg-reltime-aer-cant-recover.txt",
+                 "pci-dmesg-gpu-boot-link-gen1-limited.txt",
+                 "gpu-operator-1146-syslog-uptime-rminitadapter.txt"):  # fmt: skip
+        assert kernel_log.detect((LOGS / name).read_text()), name
+    # journalctl -k -o short-iso(-precise): an ISO time with its offset, the host, "kernel:".
+    iso = "".join(
+        f"2026-11-22T19:01:0{i}.123456+0000 node1 kernel: pci 0000:00:0{i}.0: enabled\n"
+        for i in range(3)
+    )
+    assert kernel_log.detect(iso) == ("kernel-log", 40)
