@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from tests.unit.test_health_checks import RunFolder
 
+from gpuval.catalog.health import xid_meaning
 from gpuval.parsers import kernel_log
 from gpuval.records.health import KernelLogRun
 from gpuval.schemas.validation import validate
@@ -193,3 +194,39 @@ def test_logs_of_every_dating_form_are_recognised_without_an_xid_line() -> None:
         for i in range(3)
     )
     assert kernel_log.detect(iso) == ("kernel-log", 40)
+
+
+def test_the_catalog_follows_nvidias_current_xid_catalog() -> None:
+    """Rows of https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html: code,
+    mnemonic, immediate and investigatory buckets."""
+    rows = {
+        79: ("ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS", "RESTART_BM", "CONTACT_SUPPORT"),
+        147: ("NVLINK_TREX_ERROR", "WORKFLOW_NVLINK5_ERR", "WORKFLOW_NVLINK5_ERR"),
+        148: ("NVLINK_NVLPW_CTRL_ERROR", "WORKFLOW_NVLINK5_ERR", "WORKFLOW_NVLINK5_ERR"),
+        151: ("ROBUST_CHANNEL_KEY_ROTATION_ERROR", "RESTART_VM", "CONTACT_SUPPORT"),
+        158: ("GPU_FATAL_TIMEOUT", "RESET_GPU", "CONTACT_SUPPORT"),
+        167: ("PCIE_FATAL_TIMEOUT", None, None),
+    }
+    for code, (mnemonic, immediate, investigatory) in rows.items():
+        meaning = xid_meaning(code)
+        assert (meaning.code, meaning.mnemonic) == (code, mnemonic)
+        assert (meaning.immediate, meaning.investigatory) == (immediate, investigatory)
+    assert xid_meaning(147).kind == "hardware" and xid_meaning(167).kind == "unknown"
+
+
+def test_xid45_alone_or_after_an_application_xid_is_no_hardware_fault(folder: RunFolder) -> None:
+    folder.healthy("node1")
+    lines = (
+        "2026-11-22T19:00:00+00:00 node1 kernel: NVRM: Xid (PCI:0000:00:06): 45, pid=7, "
+        "name=python3, Ch 00000001\n"
+        "2026-11-22T19:00:01+00:00 node1 kernel: NVRM: Xid (PCI:0000:00:07): 45, pid=8, "
+        "name=python3, Ch 00000001 caused by previous Xid 13\n"
+    )
+    folder.step("node1", "health-kernel-log-after", lines, "kernel-log")
+    health = folder.health()
+    assert health["health.xid.0000:00:06"].status == "pass"  # a program was stopped
+    check = health["health.xid.0000:00:07"]
+    assert (
+        check.status == "warn"
+        and check.measured == "Xid 45 caused by Xid 13 (ROBUST_CHANNEL_GR_EXCEPTION)"
+    )

@@ -21,6 +21,8 @@ class XidMeaning:
     kind: XidClass
     action: str  # with {gpu} / {switch} to fill in
     source: str  # the URL and what it says
+    # NVIDIA's investigatory bucket: what to look into when it recurs (CONTACT_SUPPORT, ...)
+    investigatory: str | None = None
 
 
 @dataclass(frozen=True)
@@ -45,7 +47,7 @@ def _source(sources: dict[str, str], keys: str) -> str:
 def _meaning(entry: dict[str, Any], sources: dict[str, str]) -> XidMeaning:
     return XidMeaning(entry.get("code"), entry.get("mnemonic"), entry["meaning"],
                       entry.get("immediate"), entry["class"], entry["action"],
-                      _source(sources, entry["source"]))  # fmt: skip
+                      _source(sources, entry["source"]), entry.get("investigatory"))  # fmt: skip
 
 
 @cache

@@ -91,6 +91,12 @@ def _event_text(event: KernelEvent, meaning: XidMeaning) -> str:
     return f"{what} {event.code} ({name})"
 
 
+def _action(meaning: XidMeaning, name: str, event: KernelEvent) -> str:
+    action = meaning.action.format(gpu=name, switch=event.switch or "the NVSwitch")
+    follow_up = meaning.investigatory
+    return f"{action}; if it recurs, NVIDIA's follow-up: {follow_up}" if follow_up else action
+
+
 def _tally_name(event: KernelEvent) -> str:
     if event.kind == "off-bus":
         return "fallen off the bus"
@@ -158,8 +164,7 @@ def xid_checks(judge: JudgeState, host: HostEvidence) -> None:
             source=parsed.source(event.line),
             reason=f"{_event_text(event, meaning)} on {name}: {meaning.meaning}, "
             f"{_when(event, age)}{note} ({tally} in the log)",
-            action=None if status == "pass" else meaning.action.format(
-                gpu=name, switch=event.switch or "the NVSwitch"),
+            action=None if status == "pass" else _action(meaning, name, event),
         ))  # fmt: skip
     if not by_device:
         judge.add(Check(
