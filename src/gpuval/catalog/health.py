@@ -21,6 +21,8 @@ class XidMeaning:
     kind: XidClass
     action: str  # with {gpu} / {switch} to fill in
     source: str  # the URL and what it says
+    # NVIDIA's investigatory bucket: what to look into when it recurs (CONTACT_SUPPORT, ...)
+    investigatory: str | None = None
 
 
 @dataclass(frozen=True)
@@ -45,7 +47,7 @@ def _source(sources: dict[str, str], keys: str) -> str:
 def _meaning(entry: dict[str, Any], sources: dict[str, str]) -> XidMeaning:
     return XidMeaning(entry.get("code"), entry.get("mnemonic"), entry["meaning"],
                       entry.get("immediate"), entry["class"], entry["action"],
-                      _source(sources, entry["source"]))  # fmt: skip
+                      _source(sources, entry["source"]), entry.get("investigatory"))  # fmt: skip
 
 
 @cache
@@ -61,6 +63,12 @@ def xid_meaning(code: int | None) -> XidMeaning:
     """The catalog entry of an Xid; the `unknown` entry (warn, read it) for codes not listed."""
     xids, _, unknown = _xid_catalog()
     return xids.get(code, unknown) if code is not None else unknown
+
+
+def driver_event_meaning(kind: str) -> XidMeaning:
+    """A GPU problem the driver reports without an Xid number ("init-failed")."""
+    document = _load("xid.json")
+    return _meaning(document["driver"][kind], document["sources"])
 
 
 def sxid_meaning(severity: str | None) -> XidMeaning:

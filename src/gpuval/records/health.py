@@ -13,7 +13,10 @@ from dataclasses import dataclass, field
 class KernelEvent:
     """One line of the kernel log that reports a GPU or NVSwitch problem."""
 
-    kind: str  # "xid" (NVRM: Xid), "sxid" (nvidia-nvswitchN: SXid), "off-bus" (fell off the bus)
+    # "xid" (NVRM: Xid), "sxid" (nvidia-nvswitchN: SXid), "off-bus" (fell off the bus),
+    # "init-failed" (the driver could not initialise or probe the GPU), "aer" (a PCIe error the
+    # kernel's AER driver reported), "pcie-limited" (the boot notice of a link below capability)
+    kind: str
     code: int | None  # the Xid / SXid number; 79 for an off-bus line
     device: str | None  # PCI address as printed ("0000:3b:00"), or None
     message: str  # what follows the code on the line
@@ -24,12 +27,17 @@ class KernelEvent:
     time_iso: str | None = None
     uptime_s: float | None = None  # dmesg's "[ 5107.644336]": seconds since boot
     switch: str | None = None  # SXid: "nvidia-nvswitch3"
-    severity: str | None = None  # SXid: "fatal" / "non-fatal" as the line says
+    # SXid: "fatal" / "non-fatal" as the line says; aer: "fatal", "non-fatal", "corrected" or
+    # "unrecovered" (AER could not recover the device); pcie-limited: "width" or "speed"
+    severity: str | None = None
+    port: str | None = None  # pcie-limited: the port the notice names as the limit
 
 
 @dataclass
 class KernelLogRun:
-    format: str  # "iso", "dmesg-ctime", "syslog", "dmesg", "plain": how the lines are dated
+    # "iso", "dmesg-ctime", "syslog", "dmesg", "dmesg-relative" (dmesg -d / -H: seconds since the
+    # previous line), "plain": how the lines are dated
+    format: str
     line_count: int
     events: list[KernelEvent] = field(default_factory=list)
     first_timestamp: str | None = None
@@ -37,6 +45,9 @@ class KernelLogRun:
     # Why no kernel line could be read (journald empty, dmesg not permitted, nothing printed):
     # the log is then no evidence either way, never a clean one.
     unreadable: str | None = None
+    # PCI addresses the log itself shows as NVIDIA GPUs (`pci 0000:01:00.0: [10de:1402] type 00
+    # class 0x030000`), for PCIe lines on a GPU no other probe listed.
+    gpus: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -1,5 +1,6 @@
-"""PCIe: RDMA NICs' link width and speed, every device's AER counters (sysfs), and ACS redirect
-on the switch ports between a GPU and an RDMA NIC (lspci -vvv)."""
+"""PCIe: RDMA NICs' link width and speed, every device's AER counters (sysfs), the PCIe errors and
+link notices of the kernel log on a GPU or a port above one, and ACS redirect on the switch ports
+between a GPU and an RDMA NIC (lspci -vvv)."""
 
 from __future__ import annotations
 
@@ -7,14 +8,25 @@ from collections import Counter
 
 from gpuval.checks.context import JudgeState
 from gpuval.checks.health.common import Problem, add_check, health_gpus, missing_probe
+from gpuval.checks.health.xid import event_age_hours
+from gpuval.checks.model import Status
 from gpuval.evidence import HostEvidence
+from gpuval.evidence.model import pci_key
 from gpuval.records.health import (
+    KernelEvent,
     LspciDevice,
     PciDevice,
 )
 
 PCI_AER_SOURCE = "Linux Documentation/ABI/testing/sysfs-bus-pci-devices-aer"
 # ACS redirect sends peer-to-peer requests up to the root complex: GPUDirect slows or hangs.
+PCI_AER_LOG_SOURCE = (
+    "https://docs.kernel.org/PCI/pcieaer-howto.html (uncorrectable errors: fatal ones make the "
+    "link unreliable, non-fatal ones lose a transaction)"
+)
+# The kernel prints AER messages through a rate limit of 10 per 5 s per device
+# (drivers/pci/pcie/aer.c, DEFAULT_RATELIMIT_BURST): a device that filled it is in a storm.
+AER_CORRECTED_STORM = 10
 PCI_ACS_SOURCE = (
     "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html"
     "#pci-access-control-services-acs"
@@ -33,7 +45,109 @@ def _device_name(host: HostEvidence, device: PciDevice) -> str:
     return f"NIC {device.address}" if device.is_rdma_nic else f"PCI device {device.address}"
 
 
+def _known_gpus(host: HostEvidence) -> set[str]:
+    """The GPUs' PCI keys from every probe that lists them, the kernel log's own lines included."""
+    keys = set(host.health.gpu_names_by_pci)
+    if parsed := host.health.pci.latest:
+        keys |= {pci_key(d.address) or "" for d in parsed.record.devices if d.is_gpu}
+    if host.health.lspci:
+        keys |= {pci_key(d.address) or "" for d in host.health.lspci.record.devices if d.is_gpu}
+    if log := host.health.kernel_log.latest:
+        keys |= {pci_key(address) or "" for address in log.record.gpus}
+    return keys - {""}
+
+
+def _gpus_below(host: HostEvidence, device: str, gpus: set[str]) -> list[str] | None:
+    """The GPUs behind a port, from the PCI tree (lspci -vvv); None without the tree."""
+    if host.health.lspci is None:
+        return None
+    devices = host.health.lspci.record.devices
+    port = next((d for d in devices if pci_key(d.address) == pci_key(device)), None)
+    if port is None:
+        return None
+    return sorted(pci_key(d.address) or "" for d in devices if pci_key(d.address) in gpus
+                  and d.domain == port.domain and port.bridges_bus(d.bus))  # fmt: skip
+
+
+def _aer_problem(host: HostEvidence, found: list[KernelEvent], gpus: set[str],
+                 old: bool) -> Problem:  # fmt: skip
+    """The uncorrectable AER errors of one device: fail on a GPU or on a port above one (warn
+    when older than the window), warn elsewhere."""
+    event = min(found, key=lambda e: (e.device or "", e.line))
+    lines = ", ".join(str(e.line) for e in found[:6]) + (", ..." if len(found) > 6 else "")
+    what = "; ".join(dict.fromkeys(e.message for e in found)) + f" (kernel log lines {lines})"
+    key = pci_key(event.device) or ""
+    if key in gpus:
+        target = host.health.gpu_name(event.device)
+        status: Status = "warn" if old else "fail"
+        return (status, f"{target}: {what}", f"drain the node; reseat {target}, check its slot "
+                "and riser; RMA it if the error returns")  # fmt: skip
+    below = _gpus_below(host, event.device or "", gpus)
+    if below:
+        names = ", ".join(host.health.gpu_name(g) for g in below)
+        status = "warn" if old else "fail"
+        return (status, f"port {event.device} above {names}: {what}",
+                f"drain the node; check the link of port {event.device} (riser, cable, "
+                f"retimer) and reseat {names}")  # fmt: skip
+    where = (
+        "no GPU below it in the PCI tree"
+        if below is not None
+        else "which GPUs sit below it is unknown: the PCI tree (lspci -vvv) was not read"
+    )
+    return ("warn", f"PCI device {event.device} ({where}): {what}",
+            f"check the device at {event.device} and its slot")  # fmt: skip
+
+
+def pcie_kernel_log_checks(judge: JudgeState, host: HostEvidence) -> None:
+    """The kernel log's PCIe lines: AER errors on a GPU or on a port above one, and the boot
+    notice of a GPU's link trained narrower than it can be."""
+    parsed = host.health.kernel_log.latest
+    if parsed is None or parsed.record.unreadable:
+        return  # the Xid check says the log is missing or unreadable
+    events = [e for e in parsed.record.events if e.kind in ("aer", "pcie-limited")]
+    if not events:
+        return
+    gpus = _known_gpus(host)
+    window = judge.thresholds.xid_window_hours
+    problems: list[Problem] = []
+    corrected: Counter[str] = Counter()
+    uncorrectable: dict[str, list[KernelEvent]] = {}
+    speed_only = 0
+    for event in events:
+        key = pci_key(event.device) or ""
+        if event.kind == "aer" and event.severity == "corrected":
+            if key in gpus or _gpus_below(host, event.device or "", gpus):
+                corrected[event.device or ""] += 1
+        elif event.kind == "aer":
+            uncorrectable.setdefault(key, []).append(event)
+        elif key in gpus and event.severity == "width":
+            name = host.health.gpu_name(event.device)
+            problems.append(("warn", f"{name} PCIe link at boot {event.message}, limited at "
+                             f"{event.port} (kernel log line {event.line})",
+                             f"reseat {name} (and its riser); confirm with nvidia-smi -q "
+                             "(GPU Link Info)"))  # fmt: skip
+        elif key in gpus:
+            speed_only += 1
+    for found in uncorrectable.values():
+        age = event_age_hours(found[-1], parsed.file)
+        problems.append(_aer_problem(host, found, gpus, age is not None and age > window))
+    for device, count in sorted(corrected.items()):
+        if count >= AER_CORRECTED_STORM:
+            problems.append(("warn", f"{count} corrected PCIe errors on {device} in the kernel "
+                             f"log (a storm: {AER_CORRECTED_STORM} or more)",
+                             f"signal integrity: reseat the GPU below {device}, check its riser "
+                             "and slot"))  # fmt: skip
+    few = sum(n for n in corrected.values() if n < AER_CORRECTED_STORM)
+    passed = (f"no uncorrectable PCIe error or narrowed GPU link in the kernel log; "
+              f"{few} corrected error line(s) on GPU paths; {speed_only} boot notice(s) of a "
+              "GPU link below full speed (GPUs train at 2.5 GT/s at boot and their driver "
+              "raises it: topology.pcie-link judges the running link)")  # fmt: skip
+    add_check(judge, host, "health.pcie.kernel-log", problems, passed,
+              parsed.source(), reference=PCI_AER_LOG_SOURCE)  # fmt: skip
+
+
 def pcie_health_checks(judge: JudgeState, host: HostEvidence) -> None:
+    pcie_kernel_log_checks(judge, host)
     pci = host.health.pci
     parsed = pci.latest
     if parsed is None:
