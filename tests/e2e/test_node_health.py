@@ -3,10 +3,12 @@ doubles print recorded real outputs (tests/fixtures/gpu-doubles, health-data.py)
 node, and the report names exactly those nodes with those reasons:
 
 - node1: GPU1's PCIe link trained at x8 (nvidia-smi -q -x);
-- node2: Xid 79, GPU0 fell off the bus an hour ago (the kernel log);
+- node2: GPU0 fell off the bus an hour ago, in a current driver's words without an Xid line
+  (the kernel log);
 - node3: a row remap pending on GPU2 (nvidia-smi -q -x);
-- node4: InfiniBand link_downed grows during the run (a sysfs-like counters folder, bumped as
-  soon as the probe before the benchmarks has read it).
+- node4: InfiniBand link_downed grows on mlx5_1 during the run, and on mlx5_0 RDMA transport
+  retries (local_ack_timeout_err) reach 0.5 % of the packets sent (a sysfs-like counters folder,
+  bumped as soon as the probe before the benchmarks has read it).
 
 The same cluster run again without faults passes every health check. The install, build and
 across-node phases are left out (tags), so one run takes about a minute here. A third run has
@@ -40,7 +42,7 @@ pytestmark = pytest.mark.simhosts
 
 HERE = Path(__file__).parent
 IB_ROOT = f"{ON_HOST}/data/sys/class/infiniband"
-FAULTS = {"node1": "pcie-x8", "node2": "xid79", "node3": "remap", "node4": None}
+FAULTS = {"node1": "pcie-x8", "node2": "off-bus", "node3": "remap", "node4": None}
 PHASES = "preflight,health,intranode,collect,report"
 VARIABLES: dict[str, object] = {
     "gpuval_node_environment": {"PATH": f"{ON_HOST}/bin:{DEFAULT_PATH}"},
@@ -86,19 +88,29 @@ def install_doubles(cluster: Cluster, work: Path, faults: dict[str, str | None])
                         *(["--fault", fault] if fault else [])], check=True)  # fmt: skip
 
 
-def bump_link_downed_after_first_read(cluster: Cluster, host: str, run_id: str) -> threading.Thread:
-    """As soon as the probe before the benchmarks has read node4's counters, the link goes down
-    and comes back three times: link_downed grows during the run."""
+# What happens on node4 once the probe before the benchmarks has read its counters: mlx5_1's
+# link goes down and comes back three times; mlx5_0 sends 500,000 packets and retries 2,500 of
+# them after an ack timeout (0.5 %, five times the 0.1 % at which the check fails).
+BUMPS = {
+    "mlx5_1/ports/1/counters/link_downed": 3,
+    "mlx5_0/ports/1/counters/port_xmit_packets": 1_500_000,
+    "mlx5_0/ports/1/hw_counters/local_ack_timeout_err": 2_500,
+}
+
+
+def bump_counters_after_first_read(cluster: Cluster, host: str, run_id: str) -> threading.Thread:
+    """BUMPS, as soon as the probe before the benchmarks has read the host's counters."""
     node = cluster.host(host)
     sidecar = node.root / f"var/tmp/gpuval/runs/{run_id}/health-ib-sysfs.meta.json"
-    counter = node.root / IB_ROOT.lstrip("/") / "mlx5_1/ports/1/counters/link_downed"
+    ib_root = node.root / IB_ROOT.lstrip("/")
 
     def bump() -> None:
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline:
             try:
                 if json.loads(sidecar.read_text()).get("exit_code") is not None:
-                    counter.write_text("3\n")
+                    for counter, value in BUMPS.items():
+                        (ib_root / counter).write_text(f"{value}\n")
                     return
             except (OSError, ValueError):
                 pass
@@ -121,7 +133,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster,
 def faulty(cluster: tuple[Cluster, Path]) -> PlaybookRun:
     hosts, work = cluster
     install_doubles(hosts, work, FAULTS)
-    bumper = bump_link_downed_after_first_read(hosts, "node4", "faulty")
+    bumper = bump_counters_after_first_read(hosts, "node4", "faulty")
     run = playbook(work, "faulty", PHASES)
     bumper.join(timeout=5)
     record(f"benchmark.yml (health faults), 4 hosts: {run.seconds:.0f} s")
@@ -157,18 +169,22 @@ def test_exactly_the_faulty_nodes_fail_with_their_reasons(faulty: PlaybookRun) -
         if check["status"] in ("fail", "error"):
             failing.setdefault(check["host"], []).append(check)
     assert sorted(failing) == ["node1", "node2", "node3", "node4"], failing
-    assert {host: [c["check_id"] for c in found] for host, found in failing.items()} == {
+    assert {host: sorted(c["check_id"] for c in found) for host, found in failing.items()} == {
         "node1": ["topology.pcie-link"],
         "node2": ["health.xid.0000:06:00"],
         "node3": ["health.memory"],
-        "node4": ["health.network.counters"],
+        "node4": ["health.network.counters", "health.network.transport"],
     }
-    reasons = {host: found[0]["reason"] for host, found in failing.items()}
-    assert "GPU1 PCIe link at x8 where a H100 SXM is x16" in reasons["node1"]
-    assert reasons["node2"].startswith("Xid 79 (ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS) on "
-                                       "GPU0 (0000:06:00)")  # fmt: skip
-    assert reasons["node3"] == "GPU2 row remap pending (uncorrectable: 0, correctable: 0)"
-    assert reasons["node4"] == "mlx5_1 port 1 link_downed 0 -> 3 during the run"
+    reasons = {(c["host"], c["check_id"]): c["reason"] for found in failing.values() for c in found}
+    assert "GPU1 PCIe link at x8 where a H100 SXM is x16" in reasons["node1", "topology.pcie-link"]
+    off_bus = reasons["node2", "health.xid.0000:06:00"]
+    assert "fallen off the bus" in off_bus and "GPU0 (0000:06:00)" in off_bus, off_bus
+    assert reasons["node3", "health.memory"].startswith("GPU2 row remap pending")
+    assert reasons["node4", "health.network.counters"] == (
+        "mlx5_1 port 1 link_downed 0 -> 3 during the run"
+    )
+    transport = reasons["node4", "health.network.transport"]
+    assert "local_ack_timeout_err 0 -> 2500" in transport and "0.5 %" in transport, transport
     assert summary(faulty)["verdict"] == "fail"
 
 
