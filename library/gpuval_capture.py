@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from typing import Any
 
@@ -39,6 +40,8 @@ description:
   - With O(skip_reason) nothing runs; only a sidecar with C(skipped) and C(raw) null is written.
   - With O(steps), runs several steps one after another in one call (the preflight probes),
     each with its own raw file and sidecar, and returns one result per step in RV(results).
+    Consecutive steps with the same C(group) run at the same time (started together, each with
+    its own timeout), and the next step starts when all of them have ended.
 version_added: "0.1.0"
 options:
   name:
@@ -52,11 +55,14 @@ options:
       - Several steps, run in order. Each is a dict with the keys C(name), C(command), C(tool),
         C(raw_ext), C(timeout), C(skip_reason), C(return_output), C(env) and C(requires) of the
         options of the same name (O(phase), O(dest), O(host), O(chdir) and O(kill_grace_s) are
-        shared; O(env), O(timeout) and O(requires) are the defaults of a step), and C(search).
+        shared; O(env), O(timeout) and O(requires) are the defaults of a step), C(search) and
+        C(group).
       - C(search) (a list, possibly empty) makes a missing program a skip instead of a failure;
         the first executable of C(search) is run in place of the first word of C(command), else
         that word found on PATH (and /sbin, /usr/sbin); when none is found the step is recorded
         as skipped with C(<program> not found on this host) and C(skip_note) after it.
+      - C(group) (a string) runs the step at the same time as the steps next to it with the same
+        C(group) (the rails of an RDMA pair); a step without one runs alone.
     type: list
     elements: dict
   requires:
@@ -160,6 +166,16 @@ EXAMPLES = r"""
       - {name: os-release, command: "uname -a; cat /etc/os-release", tool: os-release}
       - {name: health-ib-sysfs, command: "grep -H . /sys/class/infiniband/*/fw_ver",
          tool: sysfs-infiniband, requires: ["/sys/class/infiniband/*/ports"]}
+
+- name: Measure two rails at the same time, each with its own file, sidecar and timeout
+  gpuval_capture:
+    dest: "{{ gpuval_node_run_dir }}"
+    host: "{{ inventory_hostname }}"
+    phase: network
+    timeout: 60
+    steps:
+      - {name: rail0, command: [ib_write_bw, -d, mlx5_0, -p, "18515", 10.0.0.2], group: host}
+      - {name: rail1, command: [ib_write_bw, -d, mlx5_1, -p, "18516", 10.0.0.2], group: host}
 
 - name: Record that the peer-to-peer test was not run
   gpuval_capture:
@@ -382,6 +398,8 @@ def step_problem(step: dict[str, Any]) -> str | None:
         return "timeout must be >= 0 (0: no limit)"
     if not isinstance(step["env"], dict):
         return "env must be a mapping of variable names to values"
+    if step["group"] is not None and not isinstance(step["group"], str):
+        return "group must be a string (steps next to each other with the same group run together)"
     return None
 
 
@@ -392,7 +410,7 @@ def steps_of(params: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
     given = params["steps"] if params["steps"] is not None else [params]
     found = []
     for raw_step in given:
-        unknown = set(raw_step) - {*STEP_KEYS, "search", "skip_note"}
+        unknown = set(raw_step) - {*STEP_KEYS, "search", "skip_note", "group"}
         if params["steps"] is not None and unknown:
             return [], f"step {raw_step.get('name')!r}: unknown key(s) {sorted(unknown)}"
         step = {key: raw_step.get(key, params[key]) for key in STEP_KEYS}
@@ -401,6 +419,7 @@ def steps_of(params: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
             step["requires"] = [step["requires"]]
         step["search"] = raw_step.get("search")
         step["skip_note"] = raw_step.get("skip_note") or ""
+        step["group"] = raw_step.get("group")
         problem = step_problem(step)
         if problem:
             return [], problem if params["steps"] is None else f"step {step['name']!r}: {problem}"
@@ -498,6 +517,26 @@ def capture(step: dict[str, Any], common: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+def batches(steps: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """The steps in order, consecutive steps of one `group` in one batch, every other alone."""
+    found: list[list[dict[str, Any]]] = []
+    for step in steps:
+        if found and step["group"] is not None and found[-1][-1]["group"] == step["group"]:
+            found[-1].append(step)
+        else:
+            found.append([step])
+    return found
+
+
+def capture_together(batch: list[dict[str, Any]], common: dict[str, Any]) -> list[dict[str, Any]]:
+    """Run a batch's steps at the same time, each in a thread waiting on its own process (and
+    timeout); the results in the batch's order once all have ended."""
+    if len(batch) == 1:
+        return [capture(batch[0], common)]
+    with ThreadPoolExecutor(max_workers=len(batch)) as pool:
+        return list(pool.map(capture, batch, [common] * len(batch)))
+
+
 def main() -> None:
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     params = module.params
@@ -516,7 +555,7 @@ def main() -> None:
             duration_s=None, **{k: v for k, v in skipped[0].items() if k != "name"},
         )  # fmt: skip
     os.makedirs(params["dest"], exist_ok=True)
-    results = [capture(step, params) for step in steps]
+    results = [result for batch in batches(steps) for result in capture_together(batch, params)]
     if params["steps"] is not None:
         module.exit_json(failed=False, changed=True, results=results)
     single = {k: v for k, v in results[0].items() if k != "name"}

@@ -395,3 +395,64 @@ def test_bad_steps_fail_before_anything_runs(
     result = run_module(tmp_path, dest=str(tmp_path / "d"), phase="health", **args)
     assert result["failed"] is True and message in result["msg"]
     assert not (tmp_path / "d").exists()
+
+
+def test_steps_of_one_group_run_together_each_whole_with_its_own_exit_status(
+    tmp_path: Path,
+) -> None:
+    """Lanes started together: each writes only its own files, and the one that outlives its
+    timeout is recorded as timed out (partial output kept) while the others end normally."""
+    dest = tmp_path / "run"
+    # Each lane waits until every lane of its group has started (its marker file exists), so
+    # the steps can only finish if they run at the same time; the deadline ends a lone wait.
+    started = tmp_path / "started"
+    started.mkdir()
+
+    def lane(index: int, tail: str) -> str:
+        return (
+            f"touch {started}/{index}; for _ in $(seq 100); do "
+            f'[ "$(ls {started} | wc -l)" -ge 3 ] && break; sleep 0.1; done; '
+            f'echo "lane {index} saw $(ls {started} | wc -l) lanes started"; {tail}'
+        )
+
+    result = run_module(
+        tmp_path, dest=str(dest), phase="network", timeout=30,
+        steps=[
+            {"name": "lane0", "command": lane(0, "exit 0"), "group": "host"},
+            {"name": "lane1", "command": lane(1, "exit 4"), "group": "host"},
+            {"name": "lane2", "command": lane(2, "sleep 60"), "group": "host", "timeout": 5},
+            {"name": "lane3", "command": "echo skipped", "group": "host",
+             "skip_reason": "no HCA for rail 3 on node2"},
+            {"name": "after", "command": f"ls {started} | wc -l", "group": "cuda"},
+        ],
+    )  # fmt: skip
+    assert result["failed"] is False, result
+    by_name = {r["name"]: r for r in result["results"]}
+    assert list(by_name) == ["lane0", "lane1", "lane2", "lane3", "after"]
+    assert [(by_name[n]["rc"], by_name[n]["timed_out"]) for n in by_name] == [
+        (0, False), (4, False), (None, True), (None, False), (0, False),
+    ]  # fmt: skip
+    for index in range(3):
+        assert (dest / f"lane{index}.txt").read_text() == f"lane {index} saw 3 lanes started\n"
+    sidecars = {n: read_sidecar(dest, n) for n in by_name}
+    assert [sidecars[n]["exit_code"] for n in by_name] == [0, 4, None, None, 0]
+    assert [sidecars[n]["timed_out"] for n in by_name] == [False, False, True, False, False]
+    assert sidecars["lane2"]["timeout_s"] == 5 and sidecars["lane0"]["timeout_s"] == 30
+    assert sidecars["lane1"]["command"] == lane(1, "exit 4")
+    assert sidecars["lane3"]["skipped"] == "no HCA for rail 3 on node2"
+    assert not (dest / "lane3.txt").exists()
+    assert all(sidecars[n]["ended_at"] is not None for n in by_name)
+    # The next group starts once every lane of the one before has ended.
+    assert (dest / "after.txt").read_text().strip() == "3"
+    assert parse_utc(sidecars["after"]["started_at"]) >= max(
+        parse_utc(sidecars[n]["ended_at"]) for n in ("lane0", "lane1", "lane2")
+    )
+
+
+def test_a_group_must_be_a_string(tmp_path: Path) -> None:
+    result = run_module(
+        tmp_path, dest=str(tmp_path / "d"), phase="network",
+        steps=[{"name": "a", "command": "true", "group": ["host"]}],
+    )  # fmt: skip
+    assert result["failed"] is True and "step 'a': group must be a string" in result["msg"]
+    assert not (tmp_path / "d").exists()
