@@ -12,7 +12,14 @@ from typing import Any
 import pytest
 
 from gpuval.plan import pair_rounds, steps
-from gpuval.plan.pair_plan import NodeFacts, PairPlan, PairSettings, as_bool, switch
+from gpuval.plan.pair_plan import (
+    NodeFacts,
+    PairPlan,
+    PairSettings,
+    as_bool,
+    groups_budget,
+    switch,
+)
 
 
 def node(address: str, **facts: Any) -> NodeFacts:
@@ -48,6 +55,7 @@ def test_switches_and_truth_read_as_ansible_reads_them() -> None:
             "bench_pairs_iperf3_args": ["-P", 4],
             "bench_pairs_rdma_gpus": {"mlx5_1": 3},
             "bench_pairs_rdma_gid_index": 3,
+            "bench_pairs_rdma_parallel": "no",
             "bench_pairs_pythonpath": None,  # unset: the default
             "other_role_variable": "ignored",
         }
@@ -60,6 +68,7 @@ def test_switches_and_truth_read_as_ansible_reads_them() -> None:
         iperf3_args=("-P", "4"),
         rdma_gpus={"mlx5_1": 3},
         rdma_gid_index="3",
+        rdma_parallel=False,
     )
 
 
@@ -91,7 +100,7 @@ def test_every_kind_runs_when_every_node_can() -> None:
     assert both.lanes == steps.rdma_lanes(2, gpudirect=True)
     assert both.summary("all-pairs", parallel=True) == (
         "pair tests (all-pairs, pairs of a round at the same time): iperf3, allreduce, nccl, rdma"
-        " between 2 node(s); ib_write_bw on 2 rail(s), GPUDirect too"
+        " between 2 node(s); ib_write_bw on 2 rail(s) (rails together), GPUDirect too"
     )
 
 
@@ -230,8 +239,9 @@ def test_nccl_runs_one_rank_per_gpu_across_the_pair_from_the_first_node() -> Non
 def test_rdma_serves_every_lane_on_its_own_port_and_measures_them_from_the_first_node() -> None:
     nodes = {"node1": node("10.0.0.1"), "node2": node("10.0.0.2", rdma_hcas=("mlx5_2",))}
     pair_plan = plan(
-        nodes, rdma="required", rdma_seconds=1, rdma_gid_index="3", rdma_gpus={"mlx5_2": 6}
-    )
+        nodes, rdma="required", rdma_seconds=1, rdma_gid_index="3", rdma_gpus={"mlx5_2": 6},
+        rdma_parallel=False,
+    )  # fmt: skip
     lanes = pair_plan.lanes
     rdma = pair_plan.with_commands(pair_rounds.entry(1, "node1", "node2", {"rdma": 1}, lanes))[
         "run"
@@ -251,6 +261,10 @@ def test_rdma_serves_every_lane_on_its_own_port_and_measures_them_from_the_first
         ["ib_write_bw", "-d", "mlx5_1", "-p", "18517", *common, "10.0.0.2"],
         ["ib_write_bw", "-d", "mlx5_1", "-p", "18518", *common, "--use_cuda=1", "10.0.0.2"],
     ]
+    # Sequential (diagnosis): every lane its own group, so one runs after another.
+    assert [c["group"] for c in rdma["clients"]] == [
+        "rail0-host", "rail0-cuda", "rail1-host", "rail1-cuda",
+    ]  # fmt: skip
     # node2 has no second HCA: rail 1 is skipped on the client, and no server waits for it.
     assert [c.get("skip_reason", "") for c in rdma["clients"]] == [
         "", "", "no HCA for rail 1 on node2", "no HCA for rail 1 on node2",
@@ -263,11 +277,70 @@ def test_rdma_serves_every_lane_on_its_own_port_and_measures_them_from_the_first
         ["ib_write_bw", "-d", "mlx5_2", "-p", "18515", *common],
         ["ib_write_bw", "-d", "mlx5_2", "-p", "18516", *common, "--use_cuda=6"],
     ]
-    assert [s["port"] for s in rdma["servers"]] == [18515, 18516]
-    # The last server outlives the clients of every lane before its own.
-    assert rdma["server_timeout"] == 4 * 60 + 10
+    # The servers start together in one call; only their ports are waited for.
+    assert {s["group"] for s in rdma["servers"]} == {"servers"}
+    assert "sport = :18515 or sport = :18516 )" in rdma["listening"]
+    # Two lanes run, each may cost its timeout and the kill grace; a server outlives them both.
+    assert rdma["clients_s"] == 2 * (60 + 5)
+    assert [s["timeout"] for s in rdma["servers"]] == [2 * 65 + 10] * 2
+    assert rdma["server_timeout"] == 2 * 65 + 10
+    assert rdma["kill_grace_s"] == 5
     assert pair_plan.facts()["rails"] == {"node1": ["mlx5_0", "mlx5_1"], "node2": ["mlx5_2"]}
     assert pair_plan.hosts_with_rail == [["node1", "node2"], ["node1"]]
+
+
+def eight_rails() -> dict[str, NodeFacts]:
+    hcas = tuple(f"mlx5_{i}" for i in range(8))
+    return {"node1": node("10.0.0.1", rdma_hcas=hcas), "node2": node("10.0.0.2", rdma_hcas=hcas)}
+
+
+@pytest.mark.parametrize("parallel", [True, False])
+def test_rails_run_together_per_memory_and_a_group_costs_its_longest_lane(parallel: bool) -> None:
+    pair_plan = plan(eight_rails(), rdma_parallel=parallel)
+    entry = pair_rounds.entry(1, "node1", "node2", {"rdma": 1}, pair_plan.lanes)
+    rdma = pair_plan.with_commands(entry)["run"]["rdma"]
+    clients = rdma["clients"]
+    ports = [int(c["command"][c["command"].index("-p") + 1]) for c in clients]
+    if parallel:
+        # Every rail's host-memory lane, then every rail's GPU-memory lane; lane k keeps port
+        # 18515 + k and its name whatever the order.
+        assert [c["group"] for c in clients] == ["host"] * 8 + ["cuda"] * 8
+        assert ports == [18515 + 2 * rail for rail in range(8)] + [
+            18516 + 2 * rail for rail in range(8)
+        ]
+        assert [c["name"] for c in clients[:2]] == [
+            "pair-rdma-rail0-host-r1-node1--node2-try1",
+            "pair-rdma-rail1-host-r1-node1--node2-try1",
+        ]
+        assert clients[8]["name"] == "pair-rdma-rail0-cuda-r1-node1--node2-try1"
+        groups = 2
+    else:
+        assert ports == list(range(18515, 18515 + 16))
+        assert len({c["group"] for c in clients}) == 16
+        groups = 16
+    # The same 16 lanes either way, each with its own HCA and, on GPU memory, its own GPU.
+    assert sorted(c["name"] for c in clients) == sorted(entry["steps"]["rdma"])
+    cuda = sorted(c["command"][2] + a for c in clients for a in c["command"] if "use_cuda" in a)
+    assert cuda == sorted(f"mlx5_{i}--use_cuda={i}" for i in range(8))
+    assert rdma["clients_s"] == groups * (60 + 5)
+    assert rdma["server_timeout"] == groups * 65 + 10
+    assert (rdma["async"], rdma["wait_retries"], rdma["task_timeout"]) == (
+        groups * 65 + 40, groups * 65 + 40, groups * 65 + 70,
+    )  # fmt: skip
+    assert [s["timeout"] for s in rdma["servers"]] == [groups * 65 + 10] * 16
+
+
+def test_a_group_of_skipped_lanes_costs_nothing_and_steps_alone_cost_each_their_own() -> None:
+    lanes = [
+        {"timeout": 60, "group": "host"},
+        {"timeout": 90, "group": "host"},
+        {"timeout": 60, "group": "cuda", "skip_reason": "no HCA for rail 0 on node2"},
+        {"timeout": 30},
+        {"timeout": 30},
+        {"timeout": 10, "group": "host"},
+    ]
+    assert groups_budget(lanes, 5) == 95 + 0 + 35 + 35 + 15
+    assert groups_budget([], 5) == 0
 
 
 def test_without_a_gid_index_or_gpudirect_the_options_are_left_out() -> None:

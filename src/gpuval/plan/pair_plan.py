@@ -84,6 +84,9 @@ class PairSettings:
     rdma_port_base: int = 18515
     rdma_timeout_s: int = 60
     rdma_binary: str = "ib_write_bw"
+    # The rails of a pair measured at the same time (host memory, then GPU memory); false: one
+    # lane after another, for diagnosis.
+    rdma_parallel: bool = True
 
     @classmethod
     def variables(cls) -> list[str]:
@@ -184,6 +187,25 @@ class PlannedEntry(pair_rounds.Entry):
     run: dict[str, dict[str, Any]]
 
 
+# Seconds gpuval_capture waits between SIGTERM and SIGKILL of a step past its timeout (the plan
+# passes it on), so a hung step costs its timeout plus this.
+RDMA_KILL_GRACE_S = 5
+
+
+def groups_budget(planned: Sequence[Mapping[str, Any]], kill_grace_s: int) -> int:
+    """Seconds one gpuval_capture call of these steps takes at most: consecutive steps of one
+    `group` run together and cost the longest of them, a step alone its own timeout; a hung
+    step also costs the kill grace, a skipped one nothing."""
+    total, group, longest = 0, None, 0
+    for step in planned:
+        cost = 0 if step.get("skip_reason") else int(step["timeout"]) + kill_grace_s
+        if step.get("group") is not None and step.get("group") == group:
+            longest = max(longest, cost)
+            continue
+        total, group, longest = total + longest, step.get("group"), cost
+    return total + longest
+
+
 def listening_command(ports: Sequence[int], what: str) -> str:
     """Shell that waits (polling every 0.1 s, 60 s at most) until every port listens."""
     wanted = " or ".join(f"sport = :{port}" for port in ports)
@@ -281,8 +303,9 @@ class PairPlan:
         if self.skipped["rdma"]:
             return line + f"; ib_write_bw (RDMA) pairs skipped: {self.skipped['rdma']}"
         gpudirect = self.skipped["rdma_gpudirect"]
+        rails = "rails together" if self.settings.rdma_parallel else "one lane after another"
         return (
-            line + f"; ib_write_bw on {self.rdma_rails} rail(s), GPUDirect "
+            line + f"; ib_write_bw on {self.rdma_rails} rail(s) ({rails}), GPUDirect "
             f"{'skipped: ' + gpudirect if gpudirect else 'too'}"
         )
 
@@ -421,22 +444,27 @@ class PairPlan:
         return f"no HCA for rail {rail} on {', '.join(without)}" if without else ""
 
     def _rdma(self, item: pair_rounds.Entry) -> dict[str, Any]:
-        """b serves every lane at once, each on its own port; a measures them one after another
-        in one call, so rails never share the PCIe or the network while measured."""
+        """b serves every lane at once, each on its own port, in one call; a measures them in
+        one call too: every rail's host-memory lane together, then every rail's GPU-memory lane
+        together (each rail its own HCA, GPU and port), or one lane after another when
+        bench_pairs_rdma_parallel is off."""
         s = self.settings
         a, b = item["a"], item["b"]
         lanes = [steps.RdmaLane(int(lane["rail"]), str(lane["memory"])) for lane in item["lanes"]]
-        # The last server waits while the client measures every lane before its own.
-        server_timeout = len(lanes) * s.rdma_timeout_s + 10
+        # Measurement k keeps port base + k and its step name, whatever order a measures in.
+        order = sorted(range(len(lanes)), key=lambda k: (lanes[k].memory != "host", k))
         servers: list[dict[str, Any]] = []
         clients: list[dict[str, Any]] = []
-        for k, lane in enumerate(lanes):
+        ports: list[int] = []
+        for k in order if s.rdma_parallel else range(len(lanes)):
+            lane = lanes[k]
             missing = self.rail_missing(item, lane.rail)
             client: dict[str, Any] = {
                 "name": item["steps"]["rdma"][k],
                 "command": [*self.rdma_command(a, b, lane, k), self.address(a, b)],
                 "tool": "ib_write_bw",
                 "timeout": s.rdma_timeout_s,
+                "group": lane.memory if s.rdma_parallel else lane.label,
             }
             if missing:
                 client["skip_reason"] = missing
@@ -445,14 +473,23 @@ class PairPlan:
                     {
                         "name": item["peers"]["rdma"][k],
                         "command": self.rdma_command(b, a, lane, k),
-                        "port": s.rdma_port_base + k,
+                        "tool": "ib_write_bw",
+                        "group": "servers",
                     }
                 )
+                ports.append(s.rdma_port_base + k)
             clients.append(client)
+        # A server waits while a measures every group before its own: it outlives them all.
+        clients_s = groups_budget(clients, RDMA_KILL_GRACE_S)
+        server_timeout = clients_s + 10
+        for server in servers:
+            server["timeout"] = server_timeout
         return {
             "servers": servers,
-            "listening": listening_command([x["port"] for x in servers], "ib_write_bw"),
+            "listening": listening_command(ports, "ib_write_bw"),
             "clients": clients,
+            "kill_grace_s": RDMA_KILL_GRACE_S,
+            "clients_s": clients_s,
             "server_timeout": server_timeout,
             "async": server_timeout + 30,
             "wait_retries": server_timeout + 30,
