@@ -452,11 +452,13 @@ class PairPlan:
         a, b = item["a"], item["b"]
         lanes = [steps.RdmaLane(int(lane["rail"]), str(lane["memory"])) for lane in item["lanes"]]
         # Measurement k keeps port base + k and its step name, whatever order a measures in.
-        order = sorted(range(len(lanes)), key=lambda k: (lanes[k].memory != "host", k))
+        order = list(range(len(lanes)))
+        if s.rdma_parallel:  # every rail's host-memory lane, then every rail's GPU-memory lane
+            order.sort(key=lambda k: (steps.RDMA_MEMORIES.index(lanes[k].memory), k))
         servers: list[dict[str, Any]] = []
         clients: list[dict[str, Any]] = []
         ports: list[int] = []
-        for k in order if s.rdma_parallel else range(len(lanes)):
+        for k in order:
             lane = lanes[k]
             missing = self.rail_missing(item, lane.rail)
             client: dict[str, Any] = {
