@@ -144,10 +144,10 @@ def fabric_checks(judge: JudgeState, host: HostEvidence) -> None:
 
 
 def _passed(registered: list[SmiFabric], domain: bool) -> str:
-    done = (f"{len(registered)} GPU(s) registered with the NVSwitch fabric (fabric manager: "
-            "Completed, Success)")  # fmt: skip
     if not domain:
-        return done
+        return (f"{len(registered)} GPU(s) registered with the NVSwitch fabric (fabric manager: "
+                "Completed, Success)")  # fmt: skip
     cliques = sorted({f"CliqueId {f.clique_id} of ClusterUUID {f.cluster_uuid}"
                       for f in registered})  # fmt: skip
-    return f"{done}, in the rack's NVLink domain: {', '.join(cliques)}"
+    return (f"{len(registered)} GPU(s) in the rack's NVLink domain (Completed, Success, "
+            f"{', '.join(cliques)})")  # fmt: skip
