@@ -174,6 +174,32 @@ def test_a_zero_cluster_uuid_on_hgx_h100_is_no_finding(tmp_path: Path) -> None:
     assert check is not None and check.status == "pass", check
 
 
+def test_driver_580_health_fields_each_judged(tmp_path: Path) -> None:
+    """CONSTRUCTED on the 580 block's layout (gpu-operator#2511), registered in clique 4026, with
+    health values NVML's fabric health mask defines: Route Unhealthy True fails, Route Recovery
+    in progress True warns, an Incorrect Configuration other than None fails, a value NVML does
+    not define is unjudged, Partition Assigned is shown, not judged."""
+    fields = {"State": "Completed", "Status": "Success", "CliqueId": "4026",
+              "ClusterUUID": "9c6f5af3-53bf-49b5-a436-b66766c413c3", "Summary": "Healthy",
+              "Bandwidth": "Full", "Route Recovery in progress": "True", "Route Unhealthy": "True",
+              "Access Timeout Recovery": "False", "Incorrect Configuration": "Insufficient Nvlinks",
+              "Partition Assigned": "False"}  # fmt: skip
+    text = block(IN_PROGRESS)
+    for label, value in fields.items():
+        text = re.sub(rf"(?m)^(\s+{label}\s+: ).*$", lambda m, v=value: m.group(1) + v, text)
+    weird = text.replace("Bandwidth                                  : Full",
+                         "Bandwidth                                  : Halved")  # fmt: skip
+    check = fabric_check(tmp_path / "a", q_with([healthy_gb200_block()] * 3 + [text]))
+    assert check is not None and check.status == "fail"
+    for named in ("GPU3 fabric Health route unhealthy: True",
+                  "GPU3 fabric Health route recovery in progress: True",
+                  "GPU3 fabric Health incorrect configuration: Insufficient Nvlinks"):  # fmt: skip
+        assert named in check.reason, named
+    assert "partition" not in check.reason
+    check = fabric_check(tmp_path / "b", q_with([healthy_gb200_block()] * 3 + [weird]))
+    assert check is not None and "GPU3 fabric Health bandwidth: Halved" in check.reason
+
+
 # --- IMEX ------------------------------------------------------------------------------------
 
 
