@@ -40,6 +40,7 @@ FOLDER_TOOLS = {
     "kernel-modules": {"kernel-modules"},
     "dcgmi-diag": {"dcgmi-diag"},
     "ib_write_bw": {"ib_write_bw"},
+    "nvidia-imex": {"nvidia-imex-ctl"},
 }
 NVIDIA_SMI_PREFIXES = {
     "topo": "nvidia-smi-topo",

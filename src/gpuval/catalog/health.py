@@ -31,6 +31,8 @@ class Compute:
     dense_tflops: dict[str, float]  # dtype ("bf16", "fp16") -> dense tensor TFLOPS
     ecc: bool
     source: str
+    hbm_gb: float | None = None  # HBM per GPU, where the source gives it
+    hbm_tbps: float | None = None
 
 
 def _load(name: str) -> dict[str, Any]:
@@ -83,7 +85,8 @@ def _compute() -> dict[str, Compute]:
     sources: dict[str, str] = document["sources"]
     return {
         model: Compute(model, {k: float(v) for k, v in entry["dense_tflops"].items()},
-                       bool(entry["ecc"]), _source(sources, entry["source"]))
+                       bool(entry["ecc"]), _source(sources, entry["source"]),
+                       entry.get("hbm_gb"), entry.get("hbm_tbps"))
         for model, entry in document["gpus"].items()
     }  # fmt: skip
 

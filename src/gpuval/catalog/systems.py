@@ -31,6 +31,16 @@ Matrix = Sequence[Sequence[str]]
 
 
 @dataclass(frozen=True)
+class PublishedResult:
+    """A healthy all_reduce busbw published for a system: what the judge's bands must pass."""
+
+    busbw_gbps: float
+    ranks: int
+    what: str
+    source: str
+
+
+@dataclass(frozen=True)
 class System:
     name: str
     gpu_models: tuple[str, ...] | None  # None: any model
@@ -41,6 +51,9 @@ class System:
     aliases: tuple[str, ...]
     source: str
     matrix: tuple[tuple[str, ...], ...] | None = None  # a board wired one fixed way (DGX-1 V100)
+    # Nodes of one multi-node NVLink domain (18 trays of an NVL72 rack); None: the node's own.
+    nvlink_domain_nodes: int | None = None
+    published_all_reduce: tuple[PublishedResult, ...] = ()
 
     def fits(self, gpu: GpuModel, count: int) -> bool:
         """Whether a node of `count` GPUs of model `gpu` can be this system. An NVSwitch board
@@ -80,6 +93,10 @@ def systems() -> tuple[System, ...]:
             aliases=tuple(entry.get("aliases", ())),
             source=source_text(entry["source"]),
             matrix=tuple(tuple(row) for row in entry["matrix"]) if "matrix" in entry else None,
+            nvlink_domain_nodes=entry.get("nvlink_domain_nodes"),
+            published_all_reduce=tuple(
+                PublishedResult(**result) for result in entry.get("published_all_reduce", ())
+            ),
         )
         for entry in document()["systems"]
     )

@@ -42,6 +42,7 @@ PARSER_MODULES = (
     "lspci",
     "kernel_modules",
     "dcgm_diag",
+    "nvidia_imex",
 )
 
 _log = logging.getLogger(__name__)

@@ -27,9 +27,11 @@ from gpuval.checks.context import JudgeState
 from gpuval.checks.health.burn import burn_checks
 from gpuval.checks.health.clocks import clock_checks
 from gpuval.checks.health.dcgm import dcgm_checks
+from gpuval.checks.health.fabric import fabric_checks
+from gpuval.checks.health.imex import imex_checks
 from gpuval.checks.health.memory import memory_checks
 from gpuval.checks.health.network import ib_counter_checks, peermem_checks
-from gpuval.checks.health.nvlink import nvlink_error_checks, nvlink_fabric_checks
+from gpuval.checks.health.nvlink import nvlink_error_checks
 from gpuval.checks.health.pcie import pcie_acs_checks, pcie_health_checks
 from gpuval.checks.health.versions import version_consistency_checks
 from gpuval.checks.health.xid import xid_checks
@@ -100,7 +102,8 @@ def health_checks(judge: JudgeState) -> None:
         clock_checks(judge, host)
         pcie_health_checks(judge, host)
         pcie_acs_checks(judge, host)
-        nvlink_fabric_checks(judge, host)
+        fabric_checks(judge, host)
+        imex_checks(judge, host)
         nvlink_error_checks(judge, host)
         ib_counter_checks(judge, host)
         peermem_checks(judge, host)

@@ -1,10 +1,10 @@
-"""NVLink: link states (nvidia-smi nvlink -s), NVSwitch fabric registration and the NVLink
-error counters over the run."""
+"""NVLink: link states (nvidia-smi nvlink -s) and the NVLink error counters over the run (the
+fabric registration is fabric.py's)."""
 
 from __future__ import annotations
 
 from gpuval.checks.context import JudgeState
-from gpuval.checks.health.common import Problem, add_check, health_gpus, missing_probe
+from gpuval.checks.health.common import Problem, add_check, missing_probe
 from gpuval.checks.model import Check, Status, rank
 from gpuval.checks.wording import listed
 from gpuval.evidence import HostEvidence
@@ -121,39 +121,6 @@ def nvlink_state_checks(judge: JudgeState, host: HostEvidence) -> None:
         action="; ".join(dict.fromkeys(p[2] for p in problems if p[2] and p[0] == status))
         or None,
     ))  # fmt: skip
-
-
-def nvlink_fabric_checks(judge: JudgeState, host: HostEvidence) -> None:
-    parsed = host.health.smi.latest
-    if parsed is None:
-        return
-    problems: list[Problem] = []
-    registered = 0
-    for name, gpu in health_gpus(parsed):
-        fabric = gpu.health.fabric if gpu.health else None
-        if fabric is None or fabric.state is None:
-            continue
-        if fabric.state.lower() != "completed" or (fabric.status or "").lower() != "success":
-            problems.append(
-                (
-                    "fail",
-                    f"{name} fabric state {fabric.state}, status "
-                    f"{fabric.status}: not registered with the NVSwitch fabric",
-                    "start (or restart) nvidia-fabricmanager, then reset the GPUs",
-                )
-            )
-        else:
-            registered += 1
-    if registered or problems:
-        add_check(
-            judge,
-            host,
-            "health.nvlink.fabric",
-            problems,
-            f"{registered} GPU(s) registered with "
-            "the NVSwitch fabric (fabric manager: Completed, Success)",
-            parsed.source(),
-        )
 
 
 def _nvlink_counts(run: NvlinkErrorsRun) -> dict[tuple[str, int, str], int | None]:
