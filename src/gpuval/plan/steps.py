@@ -117,6 +117,9 @@ PREFLIGHT_PROBES = (
     # Read back for preflight_rdma_hcas, the HCAs bench_pairs measures rail by rail.
     Probe("ibstat", ("ibstat",), "ibstat", facts=True),
     Probe("ibv_devinfo", ("ibv_devinfo", "-v"), "ibv_devinfo", facts=True),
+    # The IMEX domain of a GB200/GB300 tray (every node READY, connected); nodes without the
+    # IMEX service record the step as skipped. The text form: its layout is published (-j not).
+    Probe("nvidia-imex-ctl", ("nvidia-imex-ctl", "-N"), "nvidia-imex-ctl"),
     Probe("ip-addr", ("ip", "-j", "addr"), "context", "json"),
     # Each interface's line rate: the reference of the TCP pair tests (every node has sysfs,
     # not every node ethtool). grep exits 2 for interfaces without a speed file (lo, bridges).
