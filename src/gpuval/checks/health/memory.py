@@ -7,11 +7,9 @@ https://docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/index.html"""
 
 from __future__ import annotations
 
-from collections import Counter
-
 from gpuval.catalog.health import compute_of
 from gpuval.checks.context import JudgeState
-from gpuval.checks.health.common import Problem, add_check, health_gpus, missing_probe
+from gpuval.checks.health.common import Problem, add_check, grouped, health_gpus, missing_probe
 from gpuval.evidence import HostEvidence
 from gpuval.records.nvidia_smi import EccCounts, SmiGpu
 
@@ -170,20 +168,6 @@ def _read_and_missing(gpu: SmiGpu) -> tuple[tuple[str, ...], tuple[str, ...]]:
     if rows.pending is None and rows.failure is None and pages.pending is None:
         missing.append("retired pages or remapped rows state")
     return tuple(read), tuple(missing)
-
-
-def grouped(by_gpu: dict[str, tuple[str, ...]], named: bool = False,
-            ) -> list[tuple[str, tuple[str, ...]]]:  # fmt: skip
-    """(who, sentences) per distinct tuple of sentences, the most common first: who is
-    '8 GPU(s)' when every GPU shares them (unless `named`), else the GPUs' names."""
-    lines = []
-    for value, count in Counter(by_gpu.values()).most_common():
-        names = [name for name, v in by_gpu.items() if v == value]
-        more = f" (and {len(names) - 8} more)" if len(names) > 8 else ""
-        every = count == len(by_gpu) and not named
-        who = f"{count} GPU(s)" if every else ", ".join(names[:8]) + more
-        lines.append((who, value))
-    return lines
 
 
 def memory_checks(judge: JudgeState, host: HostEvidence) -> None:
