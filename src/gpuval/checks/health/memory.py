@@ -54,18 +54,13 @@ def kernel_log_remap_problem(code: int | None, recent: bool, name: str, selector
                              ) -> Problem | None:  # fmt: skip
     """The memory rule for an Xid 63 / 64 of the GPU `name` (`selector` for nvidia-smi -i);
     None for other codes. A pending remap older than the Xid window may have been applied by
-    a reset since (warn); spare rows used up do not come back (fail at any age)."""
+    a reset since (warn, as the catalog's hardware class: the Xid check says why); spare rows
+    used up do not come back (fail at any age)."""
     if code == XID_PENDING_REMAP:
         status, text, action = pending_remap_problem(
             name, selector, "row remap or page retirement pending (Xid 63)", "pending row remap"
         )
-        if recent:
-            return status, text, action
-        return (
-            "warn",
-            f"{text}, older than the Xid window: applied if {name} was reset since",
-            action,
-        )
+        return (status if recent else "warn"), text, action
     if code == XID_REMAP_FAILURE:
         return remap_failure_problem(name, "row remapping failed (Xid 64: spare rows used up)")
     return None
