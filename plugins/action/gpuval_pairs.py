@@ -154,7 +154,6 @@ class ActionModule(ActionBase):
             progress = judge_pairs(
                 run_dir,
                 kinds,
-                args["max_tries"],
                 Path(args["thresholds"]) if args["thresholds"] else None,
                 args["rounds"],
                 all_nodes_host,

@@ -14,7 +14,6 @@ pair analysis, the thresholds, the report pipeline), so a move of those is fixed
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import re
@@ -124,7 +123,6 @@ def _all_nodes_outcome(files: Sequence[Any], host: str, run_dir: Path) -> dict[s
 def judge_pairs(
     run_dir: Path,
     kinds: Sequence[str],
-    max_tries: int,
     thresholds_file: Path | None = None,
     rounds: Sequence[int] | None = None,
     all_nodes_host: str | None = None,
@@ -140,7 +138,7 @@ def judge_pairs(
     suite = load_thresholds(thresholds_file)
     analysis = analyse_pairs(
         pair_evidence(folder),
-        PairThresholds.from_thresholds(dataclasses.replace(suite, pair_max_tries=max_tries)),
+        PairThresholds.from_thresholds(suite),
     )
     details = [t for t in _latest_tries(analysis, rounds) if t["kind"] in kinds]
     latest: list[LatestTry] = [

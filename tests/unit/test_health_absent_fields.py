@@ -149,10 +149,8 @@ def test_xid63_is_the_same_finding_as_pending_yes_with_the_same_action(run: RunF
     assert smi.status == "fail" and "row remap pending" in smi.reason
     # Real Xid 63 line (ml-engineering): "Row Remapper: New row marked for remapping, reset gpu
     # to activate." Undated, so judged as current.
-    run.healthy("node1")
     line = (KERNEL / "ml-engineering-debug-xid63-row-remapper.txt").read_text()
-    run.step("node1", "health-kernel-log-after", line, "kernel-log")
-    xid = run.health()["health.xid.0000:10:1c"]
+    xid = run.after_kernel_log(line)["health.xid.0000:10:1c"]
     assert xid.status == "fail"
     assert "row remap" in xid.reason and "pending" in xid.reason
     assert xid.action and "reset" in xid.action and "while it is idle" in xid.action
@@ -161,10 +159,8 @@ def test_xid63_is_the_same_finding_as_pending_yes_with_the_same_action(run: RunF
 
 
 def test_xid64_fails_as_a_remapping_failure_with_rma(run: RunFolder) -> None:
-    run.healthy("node1")
     text = (KERNEL / "menthos-dataset-sxid-fatal-nonfatal-xid64.txt").read_text()
-    run.step("node1", "health-kernel-log-after", text, "kernel-log")
-    check = run.health()["health.xid.0000:0f:00"]
+    check = run.after_kernel_log(text)["health.xid.0000:0f:00"]
     assert check.status == "fail"
     assert "row remapping failed" in check.reason
     assert check.action and "RMA" in check.action
@@ -173,13 +169,11 @@ def test_xid64_fails_as_a_remapping_failure_with_rma(run: RunFolder) -> None:
 def test_xid64_older_than_the_window_still_fails(run: RunFolder) -> None:
     # Spare rows used up do not come back with time: the failure stays (nvidia-smi keeps
     # printing "Remapping Failure Occurred: Yes").
-    run.healthy("node1")
     line = (
         "2026-11-19T20:00:00+00:00 node1 kernel: NVRM: Xid (PCI:0000:0f:00): 64, pid=57530, "
         "Row Remapper Error: (0x00000005d28c03a0) - All reserved rows for bank are remapped\n"
     )
-    run.step("node1", "health-kernel-log-after", line, "kernel-log")
-    assert run.health()["health.xid.0000:0f:00"].status == "fail"
+    assert run.after_kernel_log(line)["health.xid.0000:0f:00"].status == "fail"
 
 
 # --- item 6: a GPU with no active NVLink ------------------------------------------------------

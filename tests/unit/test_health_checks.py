@@ -61,6 +61,13 @@ class RunFolder:
         return {c.check_id: c for c in self.checks(thresholds)
                 if c.host == host and c.category == "health"}  # fmt: skip
 
+    def after_kernel_log(self, text: str, host: str = "node1",
+                         thresholds: Thresholds = DEFAULTS) -> dict[str, Check]:  # fmt: skip
+        """The health checks of a healthy node whose kernel log after the run reads `text`."""
+        self.healthy(host)
+        self.step(host, "health-kernel-log-after", text, "kernel-log")
+        return self.health(host, thresholds)
+
 
 @pytest.fixture
 def run(tmp_path: Path) -> RunFolder:
@@ -75,6 +82,12 @@ def changed(xml: str, element: str, value: str) -> str:
     return new
 
 
+def with_xml(run: RunFolder, xml: str) -> dict[str, Check]:
+    """The health checks of node1 whose nvidia-smi -q -x, before and after the run, is `xml`."""
+    run.healthy("node1", xml)
+    return run.health()
+
+
 def test_a_healthy_real_h100_passes_every_health_check(run: RunFolder) -> None:
     run.healthy("node1")
     health = run.health()
@@ -86,11 +99,9 @@ def test_a_healthy_real_h100_passes_every_health_check(run: RunFolder) -> None:
 
 
 def test_xid79_an_hour_ago_fails_naming_the_gpu_and_the_action(run: RunFolder) -> None:
-    run.healthy("node1")
     line = ("2026-11-22T19:00:00+00:00 node1 kernel: NVRM: Xid (PCI:0000:00:06): 79, pid=0, "
             "GPU has fallen off the bus.\n")  # fmt: skip
-    run.step("node1", "health-kernel-log-after", line, "kernel-log")
-    check = run.health()["health.xid.0000:00:06"]
+    check = run.after_kernel_log(line)["health.xid.0000:00:06"]
     assert check.status == "fail"
     assert check.measured == "Xid 79 (ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS)"
     assert "GPU0 (0000:00:06)" in check.reason and "1.0 h before the log was read" in check.reason
@@ -99,21 +110,16 @@ def test_xid79_an_hour_ago_fails_naming_the_gpu_and_the_action(run: RunFolder) -
 
 
 def test_a_hardware_xid_older_than_the_window_warns(run: RunFolder) -> None:
-    run.healthy("node1")
     line = "2026-11-19T20:00:00+00:00 NVRM: Xid (PCI:0000:00:06): 48, pid=1, DBE\n"
-    run.step("node1", "health-kernel-log-after", line, "kernel-log")
-    check = run.health()["health.xid.0000:00:06"]
+    check = run.after_kernel_log(line)["health.xid.0000:00:06"]
     assert check.status == "warn" and "72.0 h" in check.reason and "older than 24 h" in check.reason
     wider = Thresholds(xid_window_hours=96)
     assert run.health(thresholds=wider)["health.xid.0000:00:06"].status == "fail"
 
 
 def test_published_journal_xid79_without_zone_is_judged_as_current(run: RunFolder) -> None:
-    run.healthy("node1")
     text = OUTPUTS / "kernel-log" / "open-gpu-kernel-modules-1151-journal-xid79-cut.txt"
-    run.step("node1", "health-kernel-log-after", text.read_text(), "kernel-log")
-    health = run.health()
-    check = health["health.xid.0000:2b:00"]
+    check = run.after_kernel_log(text.read_text())["health.xid.0000:2b:00"]
     assert check.status == "fail" and "time zone unknown: judged as current" in check.reason
     assert "the GPU at 0000:2b:00" in check.reason  # not a GPU nvidia-smi lists
     # The driver's own off-bus line for the same GPU is the same event, not a second one.
@@ -121,27 +127,21 @@ def test_published_journal_xid79_without_zone_is_judged_as_current(run: RunFolde
 
 
 def test_application_xids_warn_and_a_ctxsw_timeout_on_the_same_gpu_fails(run: RunFolder) -> None:
-    run.healthy("node1")
     app = OUTPUTS / "kernel-log" / "akash-support-244-dmesg-T-xid-43-31-94-cut.txt"
-    run.step("node1", "health-kernel-log-after", app.read_text(), "kernel-log")
-    health = run.health()
+    health = run.after_kernel_log(app.read_text())
     # 31 (MMU fault) and 94 (contained ECC): RESTART_APP; 43: IGNORE.
     assert health["health.xid.0000:00:07"].status == "warn"
     assert health["health.xid.0000:00:08"].status == "warn"
     assert health["health.xid.0000:00:05"].status == "pass"
-    run.step("node1", "health-kernel-log-after",
-             (OUTPUTS / "kernel-log" / "gpud-pr46-dmesg-ctime-xid-13-109-peermem.txt").read_text(),
-             "kernel-log")  # fmt: skip
-    check = run.health()["health.xid.0000:cb:00"]
+    ctime = OUTPUTS / "kernel-log" / "gpud-pr46-dmesg-ctime-xid-13-109-peermem.txt"
+    check = run.after_kernel_log(ctime.read_text())["health.xid.0000:cb:00"]
     assert check.status == "fail" and check.measured.startswith("Xid 109")
     assert "Xid 13 x3, Xid 109 x1" in check.reason
 
 
 def test_fatal_sxid_fails_per_switch_and_non_fatal_warns(run: RunFolder) -> None:
-    run.healthy("node1")
     text = (OUTPUTS / "kernel-log" / "menthos-dataset-sxid-fatal-nonfatal-xid64.txt").read_text()
-    run.step("node1", "health-kernel-log-after", text, "kernel-log")
-    health = run.health()
+    health = run.after_kernel_log(text)
     assert health["health.xid.nvidia-nvswitch0"].status == "fail"
     assert "nvidia-fabricmanager" in (health["health.xid.nvidia-nvswitch0"].action or "")
     assert health["health.xid.nvidia-nvswitch4"].status == "warn"
@@ -149,21 +149,14 @@ def test_fatal_sxid_fails_per_switch_and_non_fatal_warns(run: RunFolder) -> None
 
 
 def test_known_benign_codes_are_configurable(run: RunFolder) -> None:
-    run.healthy("node1")
     text = (OUTPUTS / "kernel-log" / "akash-support-244-dmesg-T-xid-43-31-94-cut.txt").read_text()
-    run.step("node1", "health-kernel-log-after", text, "kernel-log")
-    benign = Thresholds(xid_benign_codes=(31, 94))
-    health = run.health(thresholds=benign)
+    health = run.after_kernel_log(text, thresholds=Thresholds(xid_benign_codes=(31, 94)))
     assert {health[f"health.xid.0000:00:0{n}"].status for n in (5, 7, 8)} == {"pass"}
     assert "configured as benign" in health["health.xid.0000:00:07"].reason
 
 
 def test_pending_row_remap_fails_with_a_reset_of_that_gpu(run: RunFolder) -> None:
-    pending = XML.replace("<remapped_row_pending>No</remapped_row_pending>",
-                          "<remapped_row_pending>Yes</remapped_row_pending>")  # fmt: skip
-    assert pending != XML
-    run.healthy("node1", pending)
-    check = run.health()["health.memory"]
+    check = with_xml(run, changed(XML, "remapped_row_pending", "Yes"))["health.memory"]
     assert check.status == "fail" and "GPU0 row remap pending" in check.reason
     assert (
         check.action == "reset GPU0 (nvidia-smi -r -i 0) while it is idle to apply the "
@@ -172,28 +165,20 @@ def test_pending_row_remap_fails_with_a_reset_of_that_gpu(run: RunFolder) -> Non
 
 
 def test_ecc_disabled_on_an_hbm_gpu_fails_and_uncorrectable_errors_fail(run: RunFolder) -> None:
-    off = changed(XML, "current_ecc", "Disabled")
-    run.healthy("node1", off)
-    check = run.health()["health.memory"]
+    check = with_xml(run, changed(XML, "current_ecc", "Disabled"))["health.memory"]
     assert check.status == "fail" and "ECC disabled" in check.reason
     assert "nvidia-smi -i 0 -e 1" in (check.action or "")
     # The first dram_uncorrectable of the XML is the volatile count (since the driver loaded).
-    run.healthy("node1", changed(XML, "dram_uncorrectable", "2"))
-    check = run.health()["health.memory"]
+    check = with_xml(run, changed(XML, "dram_uncorrectable", "2"))["health.memory"]
     assert check.status == "fail"
     assert check.reason == "GPU0 2 uncorrectable ECC error(s) since the driver loaded"
 
 
 def test_hw_slowdown_active_fails_and_power_cap_below_default_warns(run: RunFolder) -> None:
-    slow = XML.replace("<clocks_event_reason_hw_slowdown>Not Active",
-                       "<clocks_event_reason_hw_slowdown>Active")  # fmt: skip
-    assert slow != XML
-    run.healthy("node1", slow)
-    check = run.health()["health.clocks"]
+    slow = changed(XML, "clocks_event_reason_hw_slowdown", "Active")
+    check = with_xml(run, slow)["health.clocks"]
     assert check.status == "fail" and "GPU0 hw_slowdown active" in check.reason
-    capped = changed(XML, "current_power_limit", "500.00 W")
-    run.healthy("node1", capped)
-    check = run.health()["health.clocks"]
+    check = with_xml(run, changed(XML, "current_power_limit", "500.00 W"))["health.clocks"]
     assert check.status == "warn" and "power limit 500 W below its default 700 W" in check.reason
     assert check.action == "restore it: nvidia-smi -i 0 -pl 700"
 

@@ -14,6 +14,7 @@ import pytest
 from tests.unit.test_health_checks import RunFolder
 
 from gpuval.catalog.health import xid_meaning
+from gpuval.checks.model import Check
 from gpuval.parsers import kernel_log
 from gpuval.records.health import KernelLogRun
 from gpuval.schemas.validation import validate
@@ -32,6 +33,11 @@ def log(name: str) -> KernelLogRun:
     assert not result.errors and not result.warnings
     parsed: KernelLogRun = result.runs[0]
     return parsed
+
+
+def judged(folder: RunFolder, name: str) -> dict[str, Check]:
+    """The health checks of a healthy node whose kernel log after the run is the log `name`."""
+    return folder.after_kernel_log((LOGS / name).read_text())
 
 
 def events(run: KernelLogRun) -> list[tuple[object, ...]]:
@@ -87,10 +93,7 @@ def test_boot_link_notice_width_or_speed_and_the_gpu_the_log_names() -> None:
 
 
 def test_off_bus_without_xid_fails_naming_the_gpu(folder: RunFolder) -> None:
-    folder.healthy("node1")
-    text = (LOGS / "nvsentinel-155-dmesg-off-bus-no-xid-570.txt").read_text()
-    folder.step("node1", "health-kernel-log-after", text, "kernel-log")
-    health = folder.health()
+    health = judged(folder, "nvsentinel-155-dmesg-off-bus-no-xid-570.txt")
     check = health["health.xid.0000:b3:00"]
     assert check.status == "fail" and "the GPU at 0000:b3:00.0" in check.reason
     assert isinstance(check.measured, str) and "fallen off the bus" in check.measured
@@ -100,36 +103,28 @@ def test_off_bus_without_xid_fails_naming_the_gpu(folder: RunFolder) -> None:
 
 
 def test_rm_init_adapter_failure_fails_naming_the_gpu(folder: RunFolder) -> None:
-    folder.healthy("node1")
-    text = (LOGS / "gpu-operator-1146-syslog-uptime-rminitadapter.txt").read_text()
-    folder.step("node1", "health-kernel-log-after", text, "kernel-log")
-    check = folder.health()["health.xid.0000:0a:00"]
+    health = judged(folder, "gpu-operator-1146-syslog-uptime-rminitadapter.txt")
+    check = health["health.xid.0000:0a:00"]
     assert check.status == "fail" and "the GPU at 0000:0a:00.0" in check.reason
     assert "initialisation failure x6" in check.reason
     assert check.action and "reset" in check.action
 
 
 def test_rm_init_adapter_failure_without_an_address_still_fails(folder: RunFolder) -> None:
-    folder.healthy("node1")
-    text = (LOGS / "bumblebee-722-dmesg-rminitadapter-old-driver.txt").read_text()
-    folder.step("node1", "health-kernel-log-after", text, "kernel-log")
-    assert folder.health()["health.xid.unknown"].status == "fail"
+    health = judged(folder, "bumblebee-722-dmesg-rminitadapter-old-driver.txt")
+    assert health["health.xid.unknown"].status == "fail"
 
 
 def test_xid45_is_judged_by_the_nvlink_xid_that_caused_it(folder: RunFolder) -> None:
-    folder.healthy("node1")
-    text = (LOGS / "open-gpu-kernel-modules-1150-undated-xid45-after-145-149.txt").read_text()
-    folder.step("node1", "health-kernel-log-after", text, "kernel-log")
-    check = folder.health()["health.xid.0000:dc:00"]
+    health = judged(folder, "open-gpu-kernel-modules-1150-undated-xid45-after-145-149.txt")
+    check = health["health.xid.0000:dc:00"]
     assert check.status == "fail"
     assert check.measured == "Xid 45 caused by Xid 149 (NVLINK_NETIR_ERROR)"
 
 
 def test_aer_cant_recover_on_a_gpu_fails_and_the_port_above_is_named(folder: RunFolder) -> None:
-    folder.healthy("node1")
-    text = (LOGS / "returnn-1500-dmesg-reltime-aer-cant-recover.txt").read_text()
-    folder.step("node1", "health-kernel-log-after", text, "kernel-log")
-    check = folder.health()["health.pcie.kernel-log"]
+    health = judged(folder, "returnn-1500-dmesg-reltime-aer-cant-recover.txt")
+    check = health["health.pcie.kernel-log"]
     assert check.status == "fail"
     assert "the GPU at 0000:03:00.0" in check.reason and "can't recover" in check.reason
     # Without the PCI tree, the root port's fatal error is named and what is below it unknown.
@@ -137,10 +132,7 @@ def test_aer_cant_recover_on_a_gpu_fails_and_the_port_above_is_named(folder: Run
 
 
 def test_surprise_down_on_a_port_without_the_tree_warns(folder: RunFolder) -> None:
-    folder.healthy("node1")
-    text = (LOGS / "gpu-burn-1-dmesg-aer-surprise-down-xid79-cut.txt").read_text()
-    folder.step("node1", "health-kernel-log-after", text, "kernel-log")
-    health = folder.health()
+    health = judged(folder, "gpu-burn-1-dmesg-aer-surprise-down-xid79-cut.txt")
     pcie = health["health.pcie.kernel-log"]
     assert pcie.status == "warn" and "Surprise Down Error" in pcie.reason
     assert "lspci -vvv" in pcie.reason
@@ -148,15 +140,10 @@ def test_surprise_down_on_a_port_without_the_tree_warns(folder: RunFolder) -> No
 
 
 def test_boot_notices_a_narrowed_gpu_link_warns_and_gen1_at_boot_passes(folder: RunFolder) -> None:
-    folder.healthy("node1")
-    text = (LOGS / "pci-dmesg-gpu-boot-link-x8-derived.txt").read_text()
-    folder.step("node1", "health-kernel-log-after", text, "kernel-log")
-    check = folder.health()["health.pcie.kernel-log"]
+    check = judged(folder, "pci-dmesg-gpu-boot-link-x8-derived.txt")["health.pcie.kernel-log"]
     assert check.status == "warn" and "x8 of 8.0 GT/s x16" in check.reason
     assert "0000:00:01.0" in check.reason
-    text = (LOGS / "pci-dmesg-gpu-boot-link-gen1-limited.txt").read_text()
-    folder.step("node1", "health-kernel-log-after", text, "kernel-log")
-    check = folder.health()["health.pcie.kernel-log"]
+    check = judged(folder, "pci-dmesg-gpu-boot-link-gen1-limited.txt")["health.pcie.kernel-log"]
     assert check.status == "pass" and "1 boot notice(s)" in check.reason
 
 
@@ -173,11 +160,9 @@ def test_a_fatal_aer_error_on_the_root_port_above_a_gpu_fails_naming_both(
     gpu = (
         (lspci / "hwloc-653-a100-sxm4-nn-excerpt.txt").read_text().replace("da:00.0", "03:00.0", 1)
     )
-    folder.healthy("node1")
     folder.step("node1", "health-lspci", f"{port}\n{gpu}", "lspci")
-    text = (LOGS / "returnn-1500-dmesg-reltime-aer-cant-recover.txt").read_text()
-    folder.step("node1", "health-kernel-log-after", text, "kernel-log")
-    check = folder.health()["health.pcie.kernel-log"]
+    health = judged(folder, "returnn-1500-dmesg-reltime-aer-cant-recover.txt")
+    check = health["health.pcie.kernel-log"]
     assert check.status == "fail"
     assert "port 0000:00:03.0 above the GPU at 0000:03:00" in check.reason
     assert "SDES, CmpltTO" in check.reason
@@ -215,15 +200,13 @@ def test_the_catalog_follows_nvidias_current_xid_catalog() -> None:
 
 
 def test_xid45_alone_or_after_an_application_xid_is_no_hardware_fault(folder: RunFolder) -> None:
-    folder.healthy("node1")
     lines = (
         "2026-11-22T19:00:00+00:00 node1 kernel: NVRM: Xid (PCI:0000:00:06): 45, pid=7, "
         "name=python3, Ch 00000001\n"
         "2026-11-22T19:00:01+00:00 node1 kernel: NVRM: Xid (PCI:0000:00:07): 45, pid=8, "
         "name=python3, Ch 00000001 caused by previous Xid 13\n"
     )
-    folder.step("node1", "health-kernel-log-after", lines, "kernel-log")
-    health = folder.health()
+    health = folder.after_kernel_log(lines)
     assert health["health.xid.0000:00:06"].status == "pass"  # a program was stopped
     check = health["health.xid.0000:00:07"]
     assert (

@@ -217,7 +217,7 @@ def test_timed_out_and_missing_pairs_fail_closed() -> None:
         iperf3_file("node1", "node3", None, 2, exit_code=None, timed_out=True, timeout_s=60.0)
     )
     expected = {"node2": ["pair-iperf3-r3-node2--node4-try1", "nccl-all_reduce"]}
-    checks = pair_checks(files, PairThresholds(max_tries=2), expected)
+    checks = pair_checks(files, PairThresholds(), expected)
     assert bad(checks) == [
         ("fail", "pairs.iperf3.link.node1--node3", CLUSTER),
         ("fail", "pairs.iperf3.link.node2--node4", CLUSTER),

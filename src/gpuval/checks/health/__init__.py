@@ -2,23 +2,30 @@
 GPU that fell off the bus, whose GPU waits for a row remap, or whose InfiniBand link went down
 during the run fails here, however good its bandwidth looked.
 
-Subjects (check ids `health.<subject>...`, each non-pass check with an `action`):
-- xid: the kernel log's Xid/SXid lines, each code's meaning and action from the catalog
-  (xid.json), judged within the current boot and `xid_window_hours`;
-- memory: ECC mode and counts, retired pages, row remapping, repairs pending (nvidia-smi -q);
-- clocks: slowdown reasons and their counters over the run, temperatures against the slowdown
-  threshold, power limit against the default, persistence and MIG modes;
-- pcie: RDMA NICs' link width and speed and every device's AER counters (sysfs); GPUs' links
-  are judged by topology.pcie-link (NVML) and only fall back to sysfs here; ACS redirect on
-  the PCIe switch ports between a GPU and an RDMA NIC (lspci -vvv);
-- nvlink: NVSwitch fabric registration (the fabric manager did its job) and the NVLink error
-  counters over the run (nvidia-smi nvlink -e; link states are topology.nvlink-state's);
-- network: RDMA port error counters over the run (sysfs), GPUDirect RDMA's kernel module,
-  the same NIC firmware and OFED (ofed_info -s) on every node;
-- software: VBIOS and kernel the same on every node;
-- burn: the GEMM burn per GPU, against the catalog's dense peak and the node's siblings;
-- dcgm: DCGM diagnostics, each failed test named per GPU.
-Checks of other modules that belong in the node health table are mapped by HEALTH_SUBJECTS.
+Subjects (check ids `health.<subject>...`, each non-pass check with an `action`), by module:
+- xid.py, xid: the kernel log's Xid/SXid lines, each code's meaning and action from the catalog
+  (xid.json), judged within the current boot and `xid_window_hours`; a GPU that fell off the bus
+  or that the driver could not initialise, with or without an Xid line;
+- memory.py, memory: ECC mode and counts, retired pages, row remapping, repairs pending
+  (nvidia-smi -q), and the one rule for a pending remap or a remap failure (Xid 63 / 64 too);
+- clocks.py, clocks: slowdown reasons and their counters over the run, temperatures against the
+  slowdown threshold, power limit against the default, persistence and MIG modes;
+- pcie.py, pcie: RDMA NICs' link width and speed and every device's AER counters (sysfs); the
+  kernel log's PCIe lines (pcie.kernel-log: AER errors on a GPU or a port above one, a GPU's
+  boot link notice); GPUs' links are judged by topology.pcie-link (NVML) and only fall back to
+  sysfs here; ACS redirect on the PCIe switch ports between a GPU and an RDMA NIC (lspci -vvv);
+- nvlink.py, nvlink: NVSwitch fabric registration (the fabric manager did its job) and the
+  NVLink error counters over the run (nvidia-smi nvlink -e); it also holds
+  topology.nvlink-state, the link states;
+- network.py, network: RDMA port error counters and RoCE transport counters over the run
+  (sysfs counters/ and hw_counters/), congestion marks as the fabric's finding, GPUDirect
+  RDMA's kernel module;
+- versions.py, software and network: VBIOS and kernel, NIC firmware and OFED (ofed_info -s) the
+  same on every node;
+- burn.py, burn: the GEMM burn per GPU, against the catalog's dense peak and the node's siblings;
+- dcgm.py, dcgm: DCGM diagnostics, each failed test named per GPU;
+- common.py: what they share (a check from a list of problems, a probe that left no trace).
+Checks of other modules that belong in the node health table are mapped by OTHER_SUBJECTS.
 """
 
 from __future__ import annotations

@@ -4,8 +4,7 @@ slowdown threshold, power limit against the default, persistence and MIG modes."
 from __future__ import annotations
 
 from gpuval.checks.context import JudgeState
-from gpuval.checks.health.common import Problem, add_check, health_gpus
-from gpuval.checks.health.memory import grouped
+from gpuval.checks.health.common import Problem, add_check, grouped, health_gpus
 from gpuval.checks.model import Status
 from gpuval.evidence import HostEvidence, Parsed
 from gpuval.evidence.model import BeforeAfter

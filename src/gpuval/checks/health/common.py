@@ -1,8 +1,10 @@
 """What the health subjects share: a check made of a list of problems, the check of a probe
-that left no trace, and the GPUs nvidia-smi reported health for."""
+that left no trace, the GPUs nvidia-smi reported health for, and GPUs grouped by what they
+printed."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 
 from gpuval.checks.context import JudgeState
@@ -57,3 +59,17 @@ def health_gpus(parsed: Parsed[NvidiaSmiRun]) -> Iterable[tuple[str, SmiGpu]]:
     for i, gpu in enumerate(parsed.record.gpus):
         if gpu.health is not None:
             yield f"GPU{gpu.index if gpu.index is not None else i}", gpu
+
+
+def grouped(by_gpu: dict[str, tuple[str, ...]], named: bool = False,
+            ) -> list[tuple[str, tuple[str, ...]]]:  # fmt: skip
+    """(who, sentences) per distinct tuple of sentences, the most common first: who is
+    '8 GPU(s)' when every GPU shares them (unless `named`), else the GPUs' names."""
+    lines = []
+    for value, count in Counter(by_gpu.values()).most_common():
+        names = [name for name, v in by_gpu.items() if v == value]
+        more = f" (and {len(names) - 8} more)" if len(names) > 8 else ""
+        every = count == len(by_gpu) and not named
+        who = f"{count} GPU(s)" if every else ", ".join(names[:8]) + more
+        lines.append((who, value))
+    return lines

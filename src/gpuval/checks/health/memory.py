@@ -7,11 +7,9 @@ https://docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/index.html"""
 
 from __future__ import annotations
 
-from collections import Counter
-
 from gpuval.catalog.health import compute_of
 from gpuval.checks.context import JudgeState
-from gpuval.checks.health.common import Problem, add_check, health_gpus, missing_probe
+from gpuval.checks.health.common import Problem, add_check, grouped, health_gpus, missing_probe
 from gpuval.evidence import HostEvidence
 from gpuval.records.nvidia_smi import EccCounts, SmiGpu
 
@@ -56,18 +54,13 @@ def kernel_log_remap_problem(code: int | None, recent: bool, name: str, selector
                              ) -> Problem | None:  # fmt: skip
     """The memory rule for an Xid 63 / 64 of the GPU `name` (`selector` for nvidia-smi -i);
     None for other codes. A pending remap older than the Xid window may have been applied by
-    a reset since (warn); spare rows used up do not come back (fail at any age)."""
+    a reset since (warn, as the catalog's hardware class: the Xid check says why); spare rows
+    used up do not come back (fail at any age)."""
     if code == XID_PENDING_REMAP:
         status, text, action = pending_remap_problem(
             name, selector, "row remap or page retirement pending (Xid 63)", "pending row remap"
         )
-        if recent:
-            return status, text, action
-        return (
-            "warn",
-            f"{text}, older than the Xid window: applied if {name} was reset since",
-            action,
-        )
+        return (status if recent else "warn"), text, action
     if code == XID_REMAP_FAILURE:
         return remap_failure_problem(name, "row remapping failed (Xid 64: spare rows used up)")
     return None
@@ -170,20 +163,6 @@ def _read_and_missing(gpu: SmiGpu) -> tuple[tuple[str, ...], tuple[str, ...]]:
     if rows.pending is None and rows.failure is None and pages.pending is None:
         missing.append("retired pages or remapped rows state")
     return tuple(read), tuple(missing)
-
-
-def grouped(by_gpu: dict[str, tuple[str, ...]], named: bool = False,
-            ) -> list[tuple[str, tuple[str, ...]]]:  # fmt: skip
-    """(who, sentences) per distinct tuple of sentences, the most common first: who is
-    '8 GPU(s)' when every GPU shares them (unless `named`), else the GPUs' names."""
-    lines = []
-    for value, count in Counter(by_gpu.values()).most_common():
-        names = [name for name, v in by_gpu.items() if v == value]
-        more = f" (and {len(names) - 8} more)" if len(names) > 8 else ""
-        every = count == len(by_gpu) and not named
-        who = f"{count} GPU(s)" if every else ", ".join(names[:8]) + more
-        lines.append((who, value))
-    return lines
 
 
 def memory_checks(judge: JudgeState, host: HostEvidence) -> None:

@@ -49,9 +49,6 @@ class PairThresholds:
     """The suite's pair thresholds (reasoning in gpuval.checks.thresholds)."""
 
     low_fraction: float = DEFAULTS.pair_low_fraction  # below it of the reference: low
-    # The retry budget the controller plans with; the judge counts tries against run.json's
-    # config (what the run was given), never against this default.
-    max_tries: int = DEFAULTS.pair_max_tries
     line_rate_warn_fraction: float = DEFAULTS.pair_line_rate_warn_fraction
     line_rate_fail_fraction: float = DEFAULTS.pair_line_rate_fail_fraction
     busbw_pass_fraction: float = DEFAULTS.busbw_pass_fraction
@@ -70,7 +67,7 @@ class PairThresholds:
     @classmethod
     def from_thresholds(cls, thresholds: Thresholds) -> PairThresholds:
         return cls(
-            thresholds.pair_low_fraction, thresholds.pair_max_tries,
+            thresholds.pair_low_fraction,
             thresholds.pair_line_rate_warn_fraction, thresholds.pair_line_rate_fail_fraction,
             thresholds.busbw_pass_fraction, thresholds.busbw_fail_fraction,
             thresholds.pair_rdma_line_rate_warn_fraction,
