@@ -14,9 +14,12 @@ Subjects (check ids `health.<subject>...`, each non-pass check with an `action`)
   kernel log's PCIe lines (pcie.kernel-log: AER errors on a GPU or a port above one, a GPU's
   boot link notice); GPUs' links are judged by topology.pcie-link (NVML) and only fall back to
   sysfs here; ACS redirect on the PCIe switch ports between a GPU and an RDMA NIC (lspci -vvv);
-- nvlink.py, nvlink: NVSwitch fabric registration (the fabric manager did its job) and the
-  NVLink error counters over the run (nvidia-smi nvlink -e); it also holds
-  topology.nvlink-state, the link states;
+- nvlink.py, nvlink: the NVLink error counters over the run (nvidia-smi nvlink -e); it also
+  holds topology.nvlink-state, the link states;
+- fabric.py, nvlink: each GPU's fabric registration (State, Status, and on NVL72 trays CliqueId
+  and ClusterUUID) and its fabric Health fields (nvidia-smi -q);
+- imex.py, nvlink: the IMEX domain of a multi-node NVLink rack (nvidia-imex-ctl -N: domain UP,
+  every node READY, every connection Connected);
 - network.py, network: RDMA port error counters and RoCE transport counters over the run
   (sysfs counters/ and hw_counters/), congestion marks as the fabric's finding, GPUDirect
   RDMA's kernel module;
