@@ -24,7 +24,9 @@ CASES = sorted(p.name for p in CORPUS.iterdir() if (p / "expected.json").is_file
 CLUSTER = "cluster"
 FAILING = frozenset({"fail", "error"})
 EXIT_CODES = {"pass": 0, "warn": 0, "unjudged": 3, "fail": 1, "error": 2}  # --fail-on default
-MAX_CORPUS_BYTES = 2_000_000
+# A size budget for the repository, not a verdict bound: ~70 text cases of ~30 KB. A case that
+# needs more is cut to the lines its verdict reads (each case's README says what was cut).
+MAX_CORPUS_BYTES = 2_500_000
 
 
 @dataclass(frozen=True)
