@@ -137,19 +137,16 @@ def _shape_and_variables(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]
 def plan_command(args: argparse.Namespace) -> int:
     from gpuval.files.archive import Archive
     from gpuval.plan import duration, plan_text
-    from gpuval.plan.step_history import measured_durations
     from gpuval.profile import ProfileError
 
     try:
         shape, variables = _shape_and_variables(args)
-        first = duration.estimate(shape, variables, {})
         archive = Archive(args.reports) if args.reports else Archive.default()
-        measured = measured_durations(
-            archive.history_path, shape.gpus_per_node, duration.cost_keys(first)
-        )
-        estimate = duration.estimate(shape, variables, measured) if measured else first
+        estimate = duration.estimate_from_history(shape, variables, archive.history_path)
         staged = (
-            duration.estimate(shape, {**variables, "bench_pairs_mode": "staged"}, measured)
+            duration.estimate_from_history(
+                shape, {**variables, "bench_pairs_mode": "staged"}, archive.history_path
+            )
             if estimate.pairs_mode == "all-pairs"
             else None
         )

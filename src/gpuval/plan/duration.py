@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from gpuval.plan import steps
@@ -25,7 +26,7 @@ from gpuval.plan.step_costs import (
     p2p_seconds,
     sweep_seconds,
 )
-from gpuval.plan.step_history import median
+from gpuval.plan.step_history import measured_durations, median
 
 # All pairs stays the default at this many nodes or fewer when bench_pairs_mode is auto.
 ALL_PAIRS_UP_TO = 8
@@ -541,3 +542,12 @@ def estimate(
 
 def cost_keys(estimate: RunEstimate) -> list[str]:
     return sorted({step.key for phase in estimate.phases for step in phase.steps})
+
+
+def estimate_from_history(
+    shape: Shape, variables: Mapping[str, Any], database: Path
+) -> RunEstimate:
+    """The estimate with the durations the history database's runs recorded for its steps."""
+    first = estimate(shape, variables, {})
+    measured = measured_durations(database, shape.gpus_per_node, cost_keys(first))
+    return estimate(shape, variables, measured) if measured else first
