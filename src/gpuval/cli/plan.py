@@ -99,11 +99,8 @@ def _inventory(path: Path) -> tuple[list[str], dict[str, Any]]:
 def _shape_and_variables(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     from gpuval.plan import inputs
     from gpuval.plan.duration import FORKS, Shape
-    from gpuval.profile import load_profile
-    from gpuval.run.launch import default_playbook
 
-    _, project = default_playbook()
-    layers = [inputs.role_defaults(project / "roles")]
+    layers = [inputs.role_defaults(inputs.roles_dir())]
     if args.inventory is not None:
         if not args.inventory.exists():
             raise ValueError(f"{args.inventory}: no such inventory file or folder")
@@ -113,9 +110,10 @@ def _shape_and_variables(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]
         hosts = [f"node{n:04d}" for n in range(1, args.nodes + 1)]
     else:
         raise ValueError("name the inventory with -i INVENTORY, or the shape with --nodes N")
-    profile = load_profile(args.profile) if args.profile else None
-    if profile:
-        layers.append(profile.ansible_vars())
+    if args.profile:
+        from gpuval.profile import load_profile  # the judging stack: only when named
+
+        layers.append(load_profile(args.profile).ansible_vars())
     layers.append(inputs.extra_vars(args.extra_vars))
     variables = inputs.merged(*layers)
     gpus = args.gpus_per_node
@@ -137,7 +135,6 @@ def _shape_and_variables(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]
 def plan_command(args: argparse.Namespace) -> int:
     from gpuval.files.archive import Archive
     from gpuval.plan import duration, plan_text
-    from gpuval.profile import ProfileError
 
     try:
         shape, variables = _shape_and_variables(args)
@@ -150,7 +147,7 @@ def plan_command(args: argparse.Namespace) -> int:
             if estimate.pairs_mode == "all-pairs"
             else None
         )
-    except (ValueError, ProfileError) as problem:
+    except ValueError as problem:  # a ProfileError is one too
         print(f"gpuval plan: {problem}", file=sys.stderr)
         return 2
     if shape.rails == 0:

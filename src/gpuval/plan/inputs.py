@@ -10,6 +10,20 @@ from typing import Any
 
 import yaml
 
+# A checkout's roles (src/gpuval/plan/ is three folders below it), else those of the folder the
+# command runs in.
+CHECKOUT_ROLES = Path(__file__).resolve().parents[3] / "roles"
+
+
+def roles_dir() -> Path:
+    for candidate in (CHECKOUT_ROLES, Path.cwd() / "roles"):
+        if candidate.is_dir():
+            return candidate
+    raise ValueError(
+        f"no roles folder ({CHECKOUT_ROLES}, ./roles) to read the defaults from: run gpuval plan "
+        "from a checkout of gpuval or the folder of its Ansible collection"
+    )
+
 
 def role_defaults(roles_dir: Path) -> dict[str, Any]:
     """Every role's defaults/main.yml merged; a templated value ("{{ ... }}") is left out, as
