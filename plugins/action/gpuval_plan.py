@@ -21,8 +21,9 @@ description:
     C(gpuval plan) prints them, from the roles' defaults with the variables the first host of
     O(hosts) sees (its inventory, -e) over them; each step's duration is the median of earlier
     runs of the same step in the history database of O(reports_dir), else a documented default.
-  - The GPUs per node come from C(gpuval_gpus_per_node), the rails from C(gpuval_ib_hcas); where
-    these are not set the plan leaves the GPU or RDMA steps out and says so.
+  - The GPUs per node come from O(gpus_per_node), else C(gpuval_gpus_per_node); the rails from
+    O(rails), else C(gpuval_ib_hcas); where neither is set the plan leaves the GPU or RDMA steps
+    out and says so.
   - Writes O(run_dir)/plan.json (not in check mode).
 options:
   hosts:
@@ -31,6 +32,8 @@ options:
     elements: str
     required: true
   run_dir: {description: The run folder plan.json goes to., type: path, required: true}
+  gpus_per_node: {description: GPUs in each node (nodes not yet launched)., type: int}
+  rails: {description: RDMA HCAs in each node (nodes not yet launched)., type: int}
   reports_dir:
     description: The reports folder whose history.sqlite is read.
     type: path
@@ -46,6 +49,8 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "hosts": {"type": "list", "elements": "str", "required": True},
     "run_dir": {"type": "path", "required": True},
     "reports_dir": {"type": "path", "required": True},
+    "gpus_per_node": {"type": "int"},
+    "rails": {"type": "int"},
 }
 # Beside the roles' variables, the inventory's word on the nodes' shape.
 SHAPE_VARIABLES = ("gpuval_gpus_per_node", "gpuval_ib_hcas")
@@ -68,8 +73,12 @@ class ActionModule(ActionBase):
         try:
             defaults = inputs.role_defaults(ROLES)
             variables = inputs.merged(defaults, self._seen(task_vars, args["hosts"], defaults))
-            gpus = int(variables.get("gpuval_gpus_per_node") or 0)
-            rails = inputs.hca_count(variables.get("gpuval_ib_hcas"))
+            gpus = args["gpus_per_node"]
+            if gpus is None:
+                gpus = int(variables.get("gpuval_gpus_per_node") or 0)
+            rails = args["rails"]
+            if rails is None:
+                rails = inputs.hca_count(variables.get("gpuval_ib_hcas"))
             shape = duration.Shape(tuple(args["hosts"]), gpus, rails, int(constants.DEFAULT_FORKS))
             database = Path(args["reports_dir"]) / "history.sqlite"
             estimate = duration.estimate_from_history(shape, variables, database)
@@ -96,7 +105,9 @@ class ActionModule(ActionBase):
         roles' variables and the shape's; a value Ansible cannot fill in yet is left out."""
         from ansible.errors import AnsibleError
 
-        node_vars = task_vars.get("hostvars", {}).get(hosts[0], {}) if hosts else {}
+        hostvars = task_vars.get("hostvars", {})
+        # Nodes not yet launched (the Lambda plan) are in no inventory: the controller's word.
+        node_vars = hostvars[hosts[0]] if hosts and hosts[0] in hostvars else {}
         found: dict[str, Any] = {}
         for variable in (*defaults, *SHAPE_VARIABLES):
             for source in (node_vars, task_vars):

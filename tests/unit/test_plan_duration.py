@@ -58,6 +58,10 @@ def test_staged_at_1024_nodes_is_the_all_nodes_test_plus_a_bound_per_fault() -> 
     assert pairs_phase(estimate).total_s == pytest.approx(4 * waves + 15 + 0.1 * 1024)
     assert duration.fault_rounds(1024) == 2 * 10 + 2
     assert duration.fault_rounds(32) == 12
+    # Bisection levels of 1024, 512, ..., 2 hosts in batches of 50: 21, 11, 6, 3, 2, then 1 x 5;
+    # two rounds a level, plus two confirmations.
+    assert duration.fault_round_waves(1024, 50) == 2 * (21 + 11 + 6 + 3 + 2 + 5) + 2
+    assert duration.fault_round_waves(32, 50) == 12
 
 
 def test_auto_mode_is_all_pairs_up_to_8_nodes() -> None:

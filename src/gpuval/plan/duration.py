@@ -154,6 +154,15 @@ def fault_rounds(nodes: int) -> int:
     return 2 * math.ceil(math.log2(nodes)) + 2 if nodes >= 2 else 0
 
 
+def fault_round_waves(nodes: int, forks: int) -> int:
+    """The waves of Ansible work of those rounds: the two rounds of bisection level i hold the
+    hosts of a group of N/2**i, in batches of `forks`; the two confirmations one pair each."""
+    if nodes < 2:
+        return 0
+    levels = math.ceil(math.log2(nodes))
+    return sum(2 * batches(math.ceil(nodes / 2**level), forks) for level in range(levels)) + 2
+
+
 class _Planner:
     def __init__(self, shape: Shape, variables: Variables, costs: _Costs) -> None:
         self.shape, self.v, self.costs = shape, variables, costs
@@ -453,7 +462,7 @@ def _pairs_phase(p: _Planner, plan: steps.RunPlan, mode: str) -> tuple[PhaseCost
         timeout_s=v.number("bench_pairs_allreduce_timeout_s", 300),
     )
     p.costs.defaults_used["round-overhead"] = DEFAULTS["round-overhead"].reason
-    fault = fault_rounds(shape.nodes) * one_round * round_waves
+    fault = fault_round_waves(shape.nodes, shape.forks) * one_round
     note = (
         f"staged: the all-nodes test; each faulty node adds at most {fault_rounds(shape.nodes)} "
         f"pair round(s) (all pairs would be {scale['all-pairs']})"
