@@ -151,3 +151,18 @@ def test_unknown_gpu_count_is_an_error_saying_what_to_set(
 ) -> None:
     assert main(["plan", "--nodes", "4", "--reports", str(tmp_path)]) == 2
     assert "--gpus-per-node" in capsys.readouterr().err
+
+
+def test_extra_vars_read_as_ansible_playbook_reads_them(tmp_path: Path) -> None:
+    mapping = tmp_path / "vars.yml"
+    mapping.write_text("bench_pairs_nccl: false\n")
+    found = inputs.extra_vars(
+        ["bench_pairs_iperf3_seconds=5 bench_pairs_mode=staged", '{"health_level": "quick"}',
+         f"@{mapping}"]
+    )  # fmt: skip
+    assert found == {
+        "bench_pairs_iperf3_seconds": 5, "bench_pairs_mode": "staged", "health_level": "quick",
+        "bench_pairs_nccl": False,
+    }  # fmt: skip
+    with pytest.raises(ValueError, match="KEY=VALUE"):
+        inputs.extra_vars(["bench_pairs_mode"])
