@@ -12,6 +12,7 @@ import pytest
 from gpuval.cli import main
 from gpuval.history.store import TABLES
 from gpuval.plan import duration, inputs
+from gpuval.plan.host_order import circle_rounds
 from gpuval.plan.step_history import measured_durations
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -68,6 +69,12 @@ def test_auto_mode_is_all_pairs_up_to_8_nodes() -> None:
     auto = {**DEFAULTS, "bench_pairs_mode": "auto"}
     assert duration.estimate(shape(8), auto, {}).pairs_mode == "all-pairs"
     assert duration.estimate(shape(9), auto, {}).pairs_mode == "staged"
+
+
+@pytest.mark.parametrize("nodes", [2, 3, 4, 7, 16, 33])
+def test_the_round_count_is_the_circle_schedules(nodes: int) -> None:
+    hosts = [f"n{i}" for i in range(nodes)]
+    assert duration.all_pairs_rounds(nodes, parallel=True) == len(circle_rounds(hosts))
 
 
 def test_odd_and_one_after_another_round_counts() -> None:
