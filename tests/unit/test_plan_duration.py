@@ -18,8 +18,8 @@ from gpuval.plan.step_history import measured_durations
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULTS = inputs.role_defaults(ROOT / "roles")
 # nccl-tests 8 B .. 1 GiB, factor 2: 8 + 16 + ... + 2**30 bytes, 25 iterations out of and in
-# place, at the documented 50 GB/s, after a 10 s start.
-NCCL_1G_S = 10 + (2**31 - 8) * 25 * 2 / 50e9
+# place, at the documented 50 GB/s, after a 5 s start.
+NCCL_1G_S = 5 + (2**31 - 8) * 25 * 2 / 50e9
 
 
 def shape(nodes: int, gpus: int = 8, rails: int = 8) -> duration.Shape:

@@ -38,7 +38,9 @@ DEFAULTS: dict[str, Default] = {
         3.0, "bench_pairs_collect_each_round: one fetch of the round's new outputs per node"
     ),
     "probe": Default(
-        1.0, "one preflight or passive health probe (nvidia-smi, ibstat, lspci, sysfs reads)"
+        0.5,
+        "one preflight or passive health probe: 0.004-0.17 s each in the suite's 1x H100 run "
+        "(tests/data/device/h100-x1-suite-2026-11-23), nvidia-smi -q reading 8 GPUs takes longer",
     ),
     "install": Default(
         30.0,
@@ -60,9 +62,10 @@ DEFAULTS: dict[str, Default] = {
         "off (4 matrices of N x N cells, ~0.1 s each)",
     ),
     "nccl-start": Default(
-        10.0,
-        "one nccl-tests or torch process tree: process start, CUDA context and NCCL "
-        "communicator init on every GPU",
+        5.0,
+        "one nccl-tests or torch process tree: process start, CUDA context and NCCL communicator "
+        "init on every GPU (the suite's 1x H100 run took 2.3-3.0 s for a whole 8 B-1 GiB sweep; "
+        "8 GPUs initialise longer)",
     ),
     "nccl-rate": Default(
         50e9,
