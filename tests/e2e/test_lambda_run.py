@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -287,6 +288,9 @@ def refusals(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Run
             "over-budget": {"lambda_cloud_max_spend_usd": 20},
             "unknown-ssh-key": {"lambda_cloud_ssh_key_name": "desktop"},
             "wrong-key": {},
+            # The time-to-live from gpuval plan (lambda_cloud_hours 0); refused on its cost
+            # before half-failed takes the region's one instance of capacity.
+            "predicted-hours": {"lambda_cloud_hours": 0, "lambda_cloud_max_spend_usd": 1},
             "half-failed": {},
         }
         for case, changes in cases.items():
@@ -319,6 +323,21 @@ def test_a_plan_over_the_limit_is_refused(refusals: dict[str, Run]) -> None:
     run = refusals["over-budget"]
     assert run.returncode == 2
     assert "expected cost $24.72 exceeds the limit of $20.00 per run" in run.output
+    assert "launch requests so far: []" in run.output
+
+
+def test_without_hours_the_plan_predicts_the_time_to_live(refusals: dict[str, Run]) -> None:
+    run = refusals["predicted-hours"]
+    assert (run.run_dir / "plan.json").is_file(), run.output
+    predicted = json.loads((run.run_dir / "plan.json").read_text())
+    assert (predicted["nodes"], predicted["gpus_per_node"]) == (2, 4)  # gpu_4x_h100_sxm5
+    # A quarter more than predicted, plus the 60 s active and 60 s ssh waits, in tenths of an
+    # hour rounded up; at $12.36/h per instance (the fake's 4x H100 price), two instances.
+    hours = math.ceil((predicted["total_s"] * 1.25 + 60 + 60) / 3600 * 10) / 10
+    assert run.returncode == 2
+    assert "predicted duration" in run.output
+    refusal = f"expected cost ${round(24.72 * hours, 2):.2f} exceeds the limit of $1.00"
+    assert refusal in run.output, run.output
     assert "launch requests so far: []" in run.output
 
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from gpuval import __version__
 from gpuval.cli.options import change_fraction, count, slug_option
+from gpuval.cli.plan import add_plan_command, plan_command
 from gpuval.files.atomic import OutputError, write_output
 
 if TYPE_CHECKING:
@@ -295,6 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
     parse.add_argument("--tool", metavar="NAME", help="skip detection; see `gpuval tools`")
     parse.add_argument("--indent", type=int, default=2, help="JSON indent (default 2; 0: compact)")
 
+    add_plan_command(commands)
     commands.add_parser("tools", help="list the tools whose output gpuval reads")
     return top
 
@@ -550,6 +552,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     handlers = {
         "run": _run, "report": _report, "history": _history, "compare": _compare,
         "baseline": _baseline, "prune": _prune, "profile": _profile, "parse": _parse,
+        "plan": plan_command,
     }  # fmt: skip
     if args.command in handlers:
         try:

@@ -1,0 +1,562 @@
+"""The time plan of a run, before anything starts: its phases, their steps, the pair rounds and a
+predicted duration of each and in all.
+
+Each step's duration is the median of what earlier runs of the same step recorded (sidecars
+named by the history database, gpuval.plan.step_history), else a documented default
+(gpuval.plan.step_costs); every step says which. Node-local work runs on `forks` hosts at a
+time (ansible.cfg), so a phase of node-local steps costs one wave per `forks` hosts. The pair
+phase costs its rounds: all pairs (the circle schedule: N-1 rounds, N for odd N), or staged (an
+all-nodes test, then for each faulty node at most 2*ceil(log2 N)+2 rounds of bisection and
+confirmation). A hung step costs its timeout: the plan lists each step's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpuval.plan import steps
+from gpuval.plan.step_costs import (
+    DEFAULTS,
+    Variables,
+    batches,
+    p2p_seconds,
+    sweep_seconds,
+)
+from gpuval.plan.step_history import measured_durations, median
+
+# All pairs stays the default at this many nodes or fewer when bench_pairs_mode is auto.
+ALL_PAIRS_UP_TO = 8
+FORKS = 50  # ansible.cfg's forks
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The nodes of the run, as the inventory (or --nodes/--gpus-per-node/--rails) gives them."""
+
+    hosts: tuple[str, ...]
+    gpus_per_node: int
+    rails: int
+    forks: int = FORKS
+
+    @property
+    def nodes(self) -> int:
+        return len(self.hosts)
+
+
+@dataclass(frozen=True)
+class StepCost:
+    phase: str
+    step: str  # what runs, as a person reads it
+    key: str  # the cost key (gpuval.plan.step_history.cost_key)
+    count: int  # how often it runs one after another (waves, rounds, collectives)
+    each_s: float
+    source: str  # "history: median of N" or "default"
+    timeout_s: float | None = None
+    switch: str = ""  # the -e KEY=VALUE or --skip-tags that turns it off
+
+    @property
+    def total_s(self) -> float:
+        return self.count * self.each_s
+
+
+@dataclass(frozen=True)
+class PhaseCost:
+    name: str
+    steps: tuple[StepCost, ...]
+    note: str = ""
+
+    @property
+    def total_s(self) -> float:
+        return sum(step.total_s for step in self.steps)
+
+
+@dataclass(frozen=True)
+class RunEstimate:
+    shape: Shape
+    pairs_mode: str
+    pair_rounds: int
+    phases: tuple[PhaseCost, ...]
+    # What each faulty node adds at most: staged, its bisection and confirmation rounds; all
+    # pairs, its failing round's repeats (bench_pairs_max_tries).
+    fault_s: float
+    defaults_used: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def total_s(self) -> float:
+        return sum(phase.total_s for phase in self.phases)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "nodes": self.shape.nodes,
+            "gpus_per_node": self.shape.gpus_per_node,
+            "rails": self.shape.rails,
+            "forks": self.shape.forks,
+            "pairs_mode": self.pairs_mode,
+            "pair_rounds": self.pair_rounds,
+            "total_s": round(self.total_s, 1),
+            "fault_s": round(self.fault_s, 1),
+            "phases": [
+                {
+                    "name": phase.name,
+                    "total_s": round(phase.total_s, 1),
+                    "note": phase.note,
+                    "steps": [
+                        {**asdict(step), "total_s": round(step.total_s, 1)} for step in phase.steps
+                    ],
+                }
+                for phase in self.phases
+            ],
+            "defaults": self.defaults_used,
+        }
+
+
+class _Costs:
+    """Step durations: the history's median where it has the key, else the default."""
+
+    def __init__(self, measured: Mapping[str, Sequence[float]]) -> None:
+        self.measured = measured
+        self.defaults_used: dict[str, str] = {}
+
+    def each(self, key: str, default_s: float, *defaults: str) -> tuple[float, str]:
+        durations = self.measured.get(key)
+        if durations:
+            return median(durations), f"history: median of {len(durations)}"
+        for name in defaults:
+            self.defaults_used[name] = DEFAULTS[name].reason
+        return default_s, "default"
+
+
+def pairs_mode(variables: Variables, nodes: int) -> str:
+    mode = variables.text("bench_pairs_mode", "all-pairs")
+    if mode == "auto":
+        return "all-pairs" if nodes <= ALL_PAIRS_UP_TO else "staged"
+    if mode not in ("all-pairs", "staged"):
+        raise ValueError(f"bench_pairs_mode must be all-pairs, staged or auto, not {mode!r}")
+    return mode
+
+
+def all_pairs_rounds(nodes: int, parallel: bool) -> int:
+    """The circle schedule's rounds (gpuval.plan.host_order), or one per pair when not parallel."""
+    if nodes < 2:
+        return 0
+    if not parallel:
+        return nodes * (nodes - 1) // 2
+    return nodes - 1 if nodes % 2 == 0 else nodes
+
+
+def fault_rounds(nodes: int) -> int:
+    """Staged: rounds one faulty node costs at most (bisection of the failing group, then two
+    known-good partners to confirm it): 2*ceil(log2 N)+2."""
+    return 2 * math.ceil(math.log2(nodes)) + 2 if nodes >= 2 else 0
+
+
+def fault_round_waves(nodes: int, forks: int) -> int:
+    """The waves of Ansible work of those rounds: the two rounds of bisection level i hold the
+    hosts of a group of N/2**i, in batches of `forks`; the two confirmations one pair each."""
+    if nodes < 2:
+        return 0
+    levels = math.ceil(math.log2(nodes))
+    return sum(2 * batches(math.ceil(nodes / 2**level), forks) for level in range(levels)) + 2
+
+
+class _Planner:
+    def __init__(self, shape: Shape, variables: Variables, costs: _Costs) -> None:
+        self.shape, self.v, self.costs = shape, variables, costs
+        self.waves = batches(shape.nodes, shape.forks)
+
+    def overhead(self, phase: str, plays: int = 1) -> StepCost:
+        seconds = DEFAULTS["phase-overhead"].seconds
+        return StepCost(
+            phase, "Ansible's own time", "phase-overhead", plays * self.waves, seconds, "default"
+        )
+
+    def step(
+        self,
+        phase: str,
+        step: str,
+        key: str,
+        default_s: float,
+        *defaults: str,
+        count: int = 1,
+        timeout_s: float | None = None,
+        switch: str = "",
+    ) -> StepCost:
+        each, source = self.costs.each(key, default_s, *defaults)
+        return StepCost(phase, step, key, count, each, source, timeout_s, switch)
+
+    def probes(self, phase: str, names: Sequence[str], timeout_s: float) -> list[StepCost]:
+        probe = DEFAULTS["probe"].seconds
+        return [
+            self.step(phase, name, name, probe, "probe", count=self.waves, timeout_s=timeout_s)
+            for name in names
+        ]
+
+    def nccl(self, prefix: str, collective: str, launch_s: float) -> tuple[str, float]:
+        role = "bench_internode" if prefix else "bench_intranode"
+        v = self.v
+        sizes = [
+            v.text(f"{role}_{name}", default)
+            for name, default in (
+                ("min_bytes", "8"),
+                ("max_bytes", "1G"),
+                ("step_factor", "2"),
+                ("iters", "20"),
+                ("warmup_iters", "5"),
+            )
+        ]
+        words = " ".join(
+            f"{flag} {value}"
+            for flag, value in zip(("-b", "-e", "-f", "-n", "-w"), sizes, strict=True)
+        )
+        seconds = sweep_seconds(
+            v.size(f"{role}_min_bytes", "8"),
+            v.size(f"{role}_max_bytes", "1G"),
+            v.whole(f"{role}_step_factor", 2),
+            v.whole(f"{role}_iters", 20),
+            v.whole(f"{role}_warmup_iters", 5),
+        )
+        nodes = f"@{self.shape.nodes}" if prefix else ""
+        return f"{prefix}nccl-{collective}{nodes} {words}", seconds + launch_s
+
+
+def _node_phases(p: _Planner, plan: steps.RunPlan) -> list[PhaseCost]:
+    shape, v = p.shape, p.v
+    gpu = shape.gpus_per_node > 0
+    probe_timeout = v.number("preflight_command_timeout_s", 120)
+    preflight = [probe.name for probe in steps.PREFLIGHT_PROBES if gpu or not probe.gpu]
+    health_timeout = v.number("health_probe_timeout_s", 60)
+    phases = [
+        PhaseCost("start", (p.overhead("start"),), "run id, run folder, run.json, this plan"),
+        PhaseCost(
+            "preflight", (p.overhead("preflight"), *p.probes("preflight", preflight, probe_timeout))
+        ),
+        PhaseCost(
+            "health",
+            (
+                p.overhead("health"),
+                *p.probes("health", steps.health_passive_steps("before"), health_timeout),
+            ),
+            "passive probes before the benchmarks",
+        ),
+    ]
+    for name in ("install", "openmpi", "build"):
+        setup = p.step(name, name, name, DEFAULTS[name].seconds, name, count=p.waves)
+        phases.append(PhaseCost(name, (p.overhead(name), setup)))
+    intranode: list[StepCost] = [p.overhead("intranode")]
+    timeout = v.number("bench_intranode_timeout_s", 1200)
+    if gpu and plan.intranode_p2p and shape.gpus_per_node > 1:
+        intranode.append(
+            p.step(
+                "intranode",
+                steps.P2P,
+                steps.P2P,
+                p2p_seconds(shape.gpus_per_node),
+                "p2p-base",
+                "p2p-per-gpu-pair",
+                count=p.waves,
+                timeout_s=timeout,
+                switch="-e bench_intranode_p2p=false",
+            )
+        )
+    for collective in plan.intranode_collectives if gpu else ():
+        key, seconds = p.nccl("", collective, 0.0)
+        intranode.append(
+            p.step(
+                "intranode",
+                steps.intranode_nccl(collective),
+                key,
+                seconds,
+                "nccl-start",
+                "nccl-rate",
+                count=p.waves,
+                timeout_s=timeout,
+                switch="--skip-tags intranode",
+            )
+        )
+    phases.append(PhaseCost("intranode", tuple(intranode), "" if gpu else "no GPU: nothing runs"))
+    return phases
+
+
+def _spanning_phases(p: _Planner, plan: steps.RunPlan) -> list[PhaseCost]:
+    shape, v = p.shape, p.v
+    if shape.nodes < 2:
+        return []
+    launch = DEFAULTS["launch-per-node"].seconds * shape.nodes
+    mpi = p.step(
+        "mpi-preflight",
+        steps.MPI_PREFLIGHT,
+        f"{steps.MPI_PREFLIGHT}@{shape.nodes}",
+        5.0 + launch,
+        "launch-per-node",
+        timeout_s=v.number("mpi_preflight_timeout_s", 120),
+    )
+    internode: list[StepCost] = [p.overhead("internode")]
+    for collective in plan.internode_collectives if shape.gpus_per_node else ():
+        key, seconds = p.nccl(steps.INTERNODE_PREFIX, collective, launch)
+        internode.append(
+            p.step(
+                "internode",
+                steps.internode_nccl(collective),
+                key,
+                seconds,
+                "nccl-start",
+                "nccl-rate",
+                "launch-per-node",
+                timeout_s=v.number("bench_internode_timeout_s", 1800),
+                switch="--skip-tags internode",
+            )
+        )
+    return [
+        PhaseCost("mpi-preflight", (p.overhead("mpi-preflight"), mpi)),
+        PhaseCost("internode", tuple(internode)),
+    ]
+
+
+def _round_kinds(p: _Planner, plan: steps.RunPlan) -> list[StepCost]:
+    """One pair's tests of a round (the pairs of a round run at the same time), count 1."""
+    shape, v = p.shape, p.v
+    gpu = shape.gpus_per_node > 0
+    kinds: list[StepCost] = []
+    if plan.pairs_iperf3:
+        seconds = v.number("bench_pairs_iperf3_seconds", 10)
+        kinds.append(
+            p.step(
+                "pairs",
+                "iperf3 (each direction)",
+                f"pair-iperf3 -t {v.text('bench_pairs_iperf3_seconds', '10')}",
+                seconds + DEFAULTS["iperf3-start"].seconds,
+                "iperf3-start",
+                count=2,
+                timeout_s=v.number("bench_pairs_iperf3_timeout_s", 60),
+                switch="-e bench_pairs_iperf3=false",
+            )
+        )
+    if plan.pairs_allreduce != "false" and gpu:
+        sizes = " ".join(
+            f"--{n}-bytes {v.text(f'bench_pairs_allreduce_{n}_bytes', d)}"
+            for n, d in (("min", "1M"), ("max", "64M"))
+        )
+        kinds.append(
+            p.step(
+                "pairs",
+                "torch all-reduce",
+                f"pair-allreduce {sizes}",
+                DEFAULTS["allreduce-pair"].seconds,
+                "allreduce-pair",
+                timeout_s=v.number("bench_pairs_allreduce_timeout_s", 300),
+                switch="-e bench_pairs_allreduce=false",
+            )
+        )
+    if plan.pairs_nccl != "false" and gpu:
+        low, high = (
+            v.text("bench_pairs_nccl_min_bytes", "8"),
+            v.text("bench_pairs_nccl_max_bytes", "1G"),
+        )
+        seconds = sweep_seconds(
+            v.size("bench_pairs_nccl_min_bytes", "8"),
+            v.size("bench_pairs_nccl_max_bytes", "1G"),
+            2,
+            20,
+            5,
+        )
+        kinds.append(
+            p.step(
+                "pairs",
+                "nccl-tests across the pair",
+                f"pair-nccl -b {low} -e {high} -f 2",
+                seconds + 2 * DEFAULTS["launch-per-node"].seconds,
+                "nccl-start",
+                "nccl-rate",
+                timeout_s=v.number("bench_pairs_nccl_timeout_s", 900),
+                switch="-e bench_pairs_nccl=false",
+            )
+        )
+    if v.flag("bench_pairs_rdma", "auto") != "false" and shape.rails:
+        memories = (
+            ["host", "cuda"]
+            if gpu and v.flag("bench_pairs_rdma_gpudirect", "true") == "true"
+            else ["host"]
+        )
+        parallel = v.flag("bench_pairs_rdma_parallel", "false") == "true"
+        lanes = 1 if parallel else shape.rails
+        how = (
+            f"{shape.rails} rails at once" if parallel else f"{shape.rails} rails one after another"
+        )
+        seconds = v.number("bench_pairs_rdma_seconds", 5)
+        for memory in memories:
+            kinds.append(
+                p.step(
+                    "pairs",
+                    f"ib_write_bw {memory} memory ({how})",
+                    f"pair-rdma-{memory} -D {v.text('bench_pairs_rdma_seconds', '5')}",
+                    seconds + DEFAULTS["rdma-start"].seconds,
+                    "rdma-start",
+                    count=lanes,
+                    timeout_s=v.number("bench_pairs_rdma_timeout_s", 60),
+                    switch="-e bench_pairs_rdma=false",
+                )
+            )
+    return kinds
+
+
+def _pairs_phase(p: _Planner, plan: steps.RunPlan, mode: str) -> tuple[PhaseCost, int, float]:
+    """(the pair phase, its rounds, what a fault adds at most)."""
+    shape, v = p.shape, p.v
+    if shape.nodes < 2:
+        return PhaseCost("pairs", (), "one node: no pairs"), 0, 0.0
+    kinds = _round_kinds(p, plan)
+    round_fixed = DEFAULTS["round-overhead"].seconds + (
+        DEFAULTS["collect-round"].seconds
+        if v.flag("bench_pairs_collect_each_round", "true") == "true"
+        else 0.0
+    )
+    one_round = sum(kind.total_s for kind in kinds) + round_fixed
+    round_waves = p.waves
+    scale = {
+        "all-pairs": all_pairs_rounds(shape.nodes, v.flag("bench_pairs_parallel", "true") == "true")
+    }
+    if mode == "all-pairs":
+        rounds = scale["all-pairs"]
+        body = [
+            StepCost(
+                k.phase,
+                k.step,
+                k.key,
+                k.count * rounds * round_waves,
+                k.each_s,
+                k.source,
+                k.timeout_s,
+                k.switch,
+            )
+            for k in kinds
+        ]
+        body.append(
+            StepCost(
+                "pairs",
+                "per round: Ansible and the collect",
+                "round-overhead",
+                rounds * round_waves,
+                round_fixed,
+                "default",
+            )
+        )
+        p.costs.defaults_used["round-overhead"] = DEFAULTS["round-overhead"].reason
+        note = f"all pairs: {rounds} round(s) of {shape.nodes // 2} pair(s) at once"
+        repeats = one_round * round_waves * (plan.pairs_max_tries - 1)
+        return PhaseCost("pairs", (p.overhead("pairs"), *body), note), rounds, repeats
+    sizes = " ".join(
+        f"--{n}-bytes {v.text(f'bench_pairs_allreduce_{n}_bytes', d)}"
+        for n, d in (("min", "1M"), ("max", "64M"))
+    )
+    all_nodes = p.step(
+        "pairs",
+        "all-nodes all-reduce",
+        f"{steps.ALLNODES_ALLREDUCE}@{shape.nodes} {sizes}",
+        DEFAULTS["allreduce-pair"].seconds + DEFAULTS["launch-per-node"].seconds * shape.nodes,
+        "allreduce-pair",
+        "launch-per-node",
+        timeout_s=v.number("bench_pairs_allreduce_timeout_s", 300),
+    )
+    p.costs.defaults_used["round-overhead"] = DEFAULTS["round-overhead"].reason
+    fault = fault_round_waves(shape.nodes, shape.forks) * one_round
+    note = (
+        f"staged: the all-nodes test; each faulty node adds at most {fault_rounds(shape.nodes)} "
+        f"pair round(s) (all pairs would be {scale['all-pairs']})"
+    )
+    return PhaseCost("pairs", (p.overhead("pairs"), all_nodes), note), 0, fault
+
+
+def _closing_phases(p: _Planner, plan: steps.RunPlan) -> list[PhaseCost]:
+    v = p.v
+    health = [
+        p.overhead("health"),
+        *p.probes(
+            "health", steps.health_passive_steps("after"), v.number("health_probe_timeout_s", 60)
+        ),
+    ]
+    level = plan.health_level
+    if level != "none" and p.shape.gpus_per_node:
+        levels = v.values.get("health_levels") or {}
+        settings = levels.get(level, {}) if isinstance(levels, Mapping) else {}
+        defaults = {"quick": (20, 1, 300), "standard": (60, 2, 900), "extended": (300, 3, 3600)}
+        burn, dcgm, timeout = defaults[level]
+        burn = int(settings.get("burn_seconds", burn))
+        dcgm = int(settings.get("dcgm_level", dcgm))
+        health.append(
+            p.step(
+                "health",
+                steps.HEALTH_GEMM_BURN,
+                steps.HEALTH_GEMM_BURN,
+                burn + DEFAULTS["burn-start"].seconds,
+                "burn-start",
+                count=p.waves,
+                timeout_s=settings.get("timeout_s", timeout),
+                switch="-e health_level=none",
+            )
+        )
+        key = f"dcgm-{min(max(dcgm, 1), 3)}"
+        health.append(
+            p.step(
+                "health",
+                steps.HEALTH_DCGM_DIAG,
+                steps.HEALTH_DCGM_DIAG,
+                DEFAULTS[key].seconds,
+                key,
+                count=p.waves,
+                timeout_s=settings.get("timeout_s", timeout),
+                switch="-e health_level=none",
+            )
+        )
+    report = p.step(
+        "report",
+        "collect and report",
+        "report",
+        DEFAULTS["report"].seconds,
+        "report",
+        timeout_s=v.number("collect_timeout_s", 120),
+    )
+    return [
+        PhaseCost(
+            "health",
+            tuple(health),
+            "passive probes again" + (f", health_level {level}" if level != "none" else ""),
+        ),
+        PhaseCost("report", (p.overhead("report", 2), report)),
+    ]
+
+
+def estimate(
+    shape: Shape, variables: Mapping[str, Any], measured: Mapping[str, Sequence[float]]
+) -> RunEstimate:
+    """The run's time plan from its shape, its role variables and the history's durations."""
+    v = Variables(variables)
+    plan = steps.RunPlan.from_variables(variables)
+    mode = pairs_mode(v, shape.nodes)
+    costs = _Costs(measured)
+    planner = _Planner(shape, v, costs)
+    costs.defaults_used["phase-overhead"] = DEFAULTS["phase-overhead"].reason
+    pairs, rounds, fault = _pairs_phase(planner, plan, mode)
+    phases = [
+        *_node_phases(planner, plan),
+        *_spanning_phases(planner, plan),
+        pairs,
+        *_closing_phases(planner, plan),
+    ]
+    return RunEstimate(shape, mode, rounds, tuple(phases), fault, dict(costs.defaults_used))
+
+
+def cost_keys(estimate: RunEstimate) -> list[str]:
+    return sorted({step.key for phase in estimate.phases for step in phase.steps})
+
+
+def estimate_from_history(
+    shape: Shape, variables: Mapping[str, Any], database: Path
+) -> RunEstimate:
+    """The estimate with the durations the history database's runs recorded for its steps."""
+    first = estimate(shape, variables, {})
+    measured = measured_durations(database, shape.gpus_per_node, cost_keys(first))
+    return estimate(shape, variables, measured) if measured else first

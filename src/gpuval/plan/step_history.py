@@ -1,0 +1,105 @@
+"""How long steps took in earlier runs: the sidecars of the run folders the history database lists.
+
+A step's cost key names what decides its duration: the step (or pair kind and RDMA memory), the
+sizes and seconds on its command line (nccl-tests -b/-e/-f/-n/-w, iperf3 -t, ib_write_bw -D, the
+all-reduce bench's --min-bytes/--max-bytes) and, for the steps that span every node, the node
+count. Only runs whose nodes have the planned GPU count are read. The history database
+(REPORTS/history.sqlite, gpuval.history.store) is read here with sqlite alone: this layer sits
+below the history package.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sqlite3
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+from gpuval.plan import steps
+
+# Flags whose values shape a step's duration, per tool word on the command line.
+SIZE_FLAGS = ("-b", "-e", "-f", "-n", "-w", "-t", "-D", "--min-bytes", "--max-bytes")
+ALL_NODE_STEPS = (steps.MPI_PREFLIGHT, steps.ALLNODES_ALLREDUCE)
+RUNS_READ = 20  # the newest runs of the shape; older ones describe hardware that may be gone
+
+
+def size_words(command: Sequence[str] | str | None) -> str:
+    """The duration-shaping flags of a command line and their values, in a fixed order."""
+    if not command:
+        return ""
+    try:
+        words = shlex.split(command) if isinstance(command, str) else list(command)
+    except ValueError:
+        return ""
+    found = {w: words[i + 1] for i, w in enumerate(words[:-1]) if w in SIZE_FLAGS}
+    return " ".join(f"{flag} {found[flag]}" for flag in SIZE_FLAGS if flag in found)
+
+
+def cost_key(step: str, command: Sequence[str] | str | None, nodes: int) -> str | None:
+    """The key a step's duration is filed under; None for steps the plan does not cost."""
+    pair = steps.pair_step(step)
+    if pair is not None:
+        base = f"pair-{pair.kind}" + (f"-{pair.lane.memory}" if pair.lane else "")
+    elif step.startswith(steps.PEER_PREFIX) or step.startswith(steps.FAILED_PREFIX):
+        return None
+    elif step.startswith(steps.INTERNODE_PREFIX) or step in ALL_NODE_STEPS:
+        base = f"{step}@{nodes}"
+    else:
+        base = step
+    words = size_words(command)
+    return f"{base} {words}" if words else base
+
+
+def _run_folders(database: Path, gpus_per_node: int) -> list[tuple[Path, int]]:
+    """(run folder, node count) of the newest runs whose every node had `gpus_per_node` GPUs."""
+    if not database.is_file() or database.is_symlink():
+        return []
+    query = """
+        SELECT runs.run_dir, runs.host_count FROM runs JOIN hosts USING (run_id)
+        GROUP BY runs.run_id HAVING MIN(COALESCE(hosts.gpu_count, 0)) = ?
+        AND MAX(COALESCE(hosts.gpu_count, 0)) = ? ORDER BY runs.started_at DESC LIMIT ?"""
+    try:
+        uri = f"{database.resolve().as_uri()}?mode=ro"
+        with closing(sqlite3.connect(uri, uri=True)) as connection:
+            rows = connection.execute(query, (gpus_per_node, gpus_per_node, RUNS_READ)).fetchall()
+    except sqlite3.Error:
+        return []  # no history to learn from: the documented defaults hold
+    return [(Path(str(folder)), int(count)) for folder, count in rows]
+
+
+def _sidecar(path: Path) -> dict[str, Any] | None:
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return document if isinstance(document, dict) else None
+
+
+def measured_durations(
+    database: Path, gpus_per_node: int, wanted: Iterable[str]
+) -> dict[str, list[float]]:
+    """Per cost key of `wanted`, the durations earlier runs recorded (finished, not timed out,
+    not skipped, exit status 0): what a healthy step of that shape takes."""
+    keys = set(wanted)
+    found: dict[str, list[float]] = defaultdict(list)
+    for folder, nodes in _run_folders(database, gpus_per_node):
+        for path in sorted(folder.glob("raw/*/*.meta.json")):
+            document = _sidecar(path)
+            if document is None or document.get("exit_code") != 0 or document.get("skipped"):
+                continue
+            duration = document.get("duration_s")
+            if document.get("timed_out") or not isinstance(duration, int | float):
+                continue
+            key = cost_key(str(document.get("name", "")), document.get("command"), nodes)
+            if key in keys:
+                found[key].append(float(duration))
+    return dict(found)
+
+
+def median(durations: Sequence[float]) -> float:
+    return float(statistics.median(durations))

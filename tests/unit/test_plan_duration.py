@@ -1,0 +1,175 @@
+"""gpuval plan: the cost model's arithmetic, worked out by hand from the role defaults and the
+documented step defaults (gpuval.plan.step_costs), and the history as a source."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from gpuval.cli import main
+from gpuval.history.store import TABLES
+from gpuval.plan import duration, inputs
+from gpuval.plan.host_order import circle_rounds
+from gpuval.plan.step_history import measured_durations
+
+ROOT = Path(__file__).resolve().parents[2]
+DEFAULTS = inputs.role_defaults(ROOT / "roles")
+# nccl-tests 8 B .. 1 GiB, factor 2: 8 + 16 + ... + 2**30 bytes, 25 iterations out of and in
+# place, at the documented 50 GB/s, after a 5 s start.
+NCCL_1G_S = 5 + (2**31 - 8) * 25 * 2 / 50e9
+
+
+def shape(nodes: int, gpus: int = 8, rails: int = 8) -> duration.Shape:
+    return duration.Shape(tuple(f"n{i}" for i in range(nodes)), gpus, rails)
+
+
+def pairs_phase(estimate: duration.RunEstimate) -> duration.PhaseCost:
+    return next(phase for phase in estimate.phases if phase.name == "pairs")
+
+
+def test_the_role_defaults_the_hand_arithmetic_starts_from() -> None:
+    assert DEFAULTS["bench_pairs_iperf3_seconds"] == 10
+    assert DEFAULTS["bench_pairs_rdma_seconds"] == 5
+    assert DEFAULTS["bench_pairs_nccl_max_bytes"] == "1G"
+    assert DEFAULTS["bench_pairs_mode"] == "all-pairs"
+
+
+def test_16_nodes_all_pairs_round_by_round() -> None:
+    estimate = duration.estimate(shape(16), DEFAULTS, {})
+    # iperf3 2 x (10 + 1) s, torch all-reduce 15 s, nccl pair sweep + 2 x 0.1 s launch,
+    # 8 rails x 2 memories x (5 + 2) s one after another, 7 s Ansible + 3 s collect per round.
+    one_round = 22 + 15 + (NCCL_1G_S + 0.2) + 8 * 2 * 7 + 10
+    assert estimate.pair_rounds == 15
+    assert pairs_phase(estimate).total_s == pytest.approx(4 + 15 * one_round)
+
+
+def test_rails_in_parallel_cost_one_rail_per_memory() -> None:
+    sequential = duration.estimate(shape(16), DEFAULTS, {})
+    parallel = duration.estimate(shape(16), {**DEFAULTS, "bench_pairs_rdma_parallel": True}, {})
+    saved = pairs_phase(sequential).total_s - pairs_phase(parallel).total_s
+    assert saved == pytest.approx(15 * 7 * 2 * 7)  # 15 rounds, 7 of the 8 rails, 2 memories, 7 s
+
+
+def test_staged_at_1024_nodes_is_the_all_nodes_test_plus_a_bound_per_fault() -> None:
+    estimate = duration.estimate(shape(1024), {**DEFAULTS, "bench_pairs_mode": "staged"}, {})
+    waves = 21  # 1024 hosts, 50 forks
+    assert pairs_phase(estimate).total_s == pytest.approx(4 * waves + 15 + 0.1 * 1024)
+    assert duration.fault_rounds(1024) == 2 * 10 + 2
+    assert duration.fault_rounds(32) == 12
+    # Bisection levels of 1024, 512, ..., 2 hosts in batches of 50: 21, 11, 6, 3, 2, then 1 x 5;
+    # two rounds a level, plus two confirmations.
+    assert duration.fault_round_waves(1024, 50) == 2 * (21 + 11 + 6 + 3 + 2 + 5) + 2
+    assert duration.fault_round_waves(32, 50) == 12
+
+
+def test_auto_mode_is_all_pairs_up_to_8_nodes() -> None:
+    auto = {**DEFAULTS, "bench_pairs_mode": "auto"}
+    assert duration.estimate(shape(8), auto, {}).pairs_mode == "all-pairs"
+    assert duration.estimate(shape(9), auto, {}).pairs_mode == "staged"
+
+
+@pytest.mark.parametrize("nodes", [2, 3, 4, 7, 16, 33])
+def test_the_round_count_is_the_circle_schedules(nodes: int) -> None:
+    hosts = [f"n{i}" for i in range(nodes)]
+    assert duration.all_pairs_rounds(nodes, parallel=True) == len(circle_rounds(hosts))
+
+
+def test_odd_and_one_after_another_round_counts() -> None:
+    assert duration.all_pairs_rounds(5, parallel=True) == 5
+    assert duration.all_pairs_rounds(6, parallel=False) == 15
+
+
+def _history(reports: Path, gpus: int, sidecars: dict[str, tuple[str, float, int]]) -> None:
+    """A history database with one run of two nodes of `gpus` GPUs and the given sidecars."""
+    run = reports / f"run-{gpus}-{len(list(reports.glob('run-*')))}"
+    folder = run / "raw" / "n1"
+    folder.mkdir(parents=True)
+    for name, (command, seconds, exit_code) in sidecars.items():
+        document = {"name": name, "command": command, "duration_s": seconds,
+                    "exit_code": exit_code, "timed_out": False, "skipped": None}  # fmt: skip
+        (folder / f"{name}.meta.json").write_text(json.dumps(document))
+    with sqlite3.connect(reports / "history.sqlite") as db:
+        if not db.execute("SELECT name FROM sqlite_master WHERE name='runs'").fetchall():
+            db.executescript(TABLES)
+        db.execute(
+            "INSERT INTO runs VALUES (?, ?, ?, ?, 'pass', NULL, NULL, 2, 1, 0)",
+            (run.name, str(run), "2026-11-20T00:00:00Z", "2026-11-20T01:00:00Z"),
+        )
+        for host in ("n1", "n2"):
+            db.execute(
+                "INSERT INTO hosts VALUES (?, ?, 'pass', 'H100', ?, NULL, NULL)",
+                (run.name, host, gpus),
+            )
+
+
+def test_history_median_replaces_the_default(tmp_path: Path) -> None:
+    iperf3 = "iperf3 -c 10.0.0.2 -J -t 10"
+    _history(tmp_path, 8, {
+        "pair-iperf3-r1-n1--n2-try1": (iperf3, 10.5, 0),
+        "pair-iperf3-r1-n2--n1-try1": (iperf3, 12.0, 0),
+        "pair-iperf3-r2-n1--n3-try1": (iperf3, 11.5, 0),
+        "pair-iperf3-r2-n3--n1-try1": (iperf3, 99.0, 1),  # failed: not what a step takes
+        "pair-iperf3-r3-n1--n4-try1": ("iperf3 -c 10.0.0.4 -J -t 5", 6.0, 0),  # other seconds
+    })  # fmt: skip
+    _history(tmp_path, 4, {"pair-iperf3-r1-n1--n2-try1": (iperf3, 50.0, 0)})  # other shape
+    first = duration.estimate(shape(4), DEFAULTS, {})
+    measured = measured_durations(tmp_path / "history.sqlite", 8, duration.cost_keys(first))
+    assert measured == {"pair-iperf3 -t 10": [10.5, 12.0, 11.5]}
+    estimate = duration.estimate(shape(4), DEFAULTS, measured)
+    iperf3_step = next(s for s in pairs_phase(estimate).steps if s.key == "pair-iperf3 -t 10")
+    assert (iperf3_step.each_s, iperf3_step.source) == (11.5, "history: median of 3")
+    others = [s for s in pairs_phase(estimate).steps if s is not iperf3_step]
+    assert {s.source for s in others} == {"default"}
+
+
+def test_over_the_budget_exits_1_and_names_the_biggest_saving_first(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    argv = ["plan", "--nodes", "16", "--gpus-per-node", "8", "--rails", "8", "--reports",
+            str(tmp_path), "--max-minutes", "30"]  # fmt: skip
+    assert main(argv) == 1
+    advice = capsys.readouterr().err.splitlines()
+    assert "nothing was started" in advice[0]
+    # Staged leaves the all-nodes test (15 s + 16 x 0.1 s) of the ~43 min of pairs; that alone fits.
+    assert advice[1].split()[:2] == ["-e", "bench_pairs_mode=staged"]
+    assert len(advice) == 2
+
+
+def test_an_inventory_gives_the_hosts_gpus_and_rails(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    inventory = tmp_path / "cluster.ini"
+    inventory.write_text(
+        "[gpu_nodes]\na\nb\nc\n[gpu_nodes:vars]\ngpuval_gpus_per_node=8\n"
+        "gpuval_ib_hcas=mlx5_0,mlx5_1\n"
+    )
+    argv = ["plan", "-i", str(inventory), "--reports", str(tmp_path), "--json"]
+    assert main(argv) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert (plan["nodes"], plan["gpus_per_node"], plan["rails"]) == (3, 8, 2)
+    assert plan["pair_rounds"] == 3  # odd: each host sits one round out
+
+
+def test_unknown_gpu_count_is_an_error_saying_what_to_set(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    assert main(["plan", "--nodes", "4", "--reports", str(tmp_path)]) == 2
+    assert "--gpus-per-node" in capsys.readouterr().err
+
+
+def test_extra_vars_read_as_ansible_playbook_reads_them(tmp_path: Path) -> None:
+    mapping = tmp_path / "vars.yml"
+    mapping.write_text("bench_pairs_nccl: false\n")
+    found = inputs.extra_vars(
+        ["bench_pairs_iperf3_seconds=5 bench_pairs_mode=staged", '{"health_level": "quick"}',
+         f"@{mapping}"]
+    )  # fmt: skip
+    assert found == {
+        "bench_pairs_iperf3_seconds": 5, "bench_pairs_mode": "staged", "health_level": "quick",
+        "bench_pairs_nccl": False,
+    }  # fmt: skip
+    with pytest.raises(ValueError, match="KEY=VALUE"):
+        inputs.extra_vars(["bench_pairs_mode"])
