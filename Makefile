@@ -102,6 +102,7 @@ bench: $(STAMP)
 	$(PY) -m tests.bench.parse_memory
 	$(PY) -m tests.bench.pair_analysis
 	$(PY) -m tests.bench.report_at_scale
+	$(PY) -m tests.bench.plan_speed
 
 ## bench-report: the report of 1,024 nodes: seconds to write it (target 15) and milliseconds until
 ## headless Chromium has drawn it (target 5000), printed by its browser tests
