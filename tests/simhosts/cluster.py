@@ -16,7 +16,6 @@ import os
 import re
 import secrets
 import shlex
-import signal
 import socket
 import subprocess
 import time
@@ -32,13 +31,17 @@ from .system import (
     child_pids,
     is_running,
     is_same_process,
+    kill_if_same,
+    link_exists,
     mounts_under,
+    netns_pids,
     process_start_time,
     remove_tree,
     require_root,
     require_tools,
     run,
     sbin_env,
+    wait_gone,
 )
 
 DEFAULT_STATE_ROOT = Path("/var/tmp/gpuval-simhosts")
@@ -251,10 +254,6 @@ def _registry_lock() -> Iterator[None]:
         yield
 
 
-def _link_exists(name: str) -> bool:
-    return Path(f"/sys/class/net/{name}").exists()
-
-
 def _subnet_in_use(index: int) -> bool:
     routes = run(["ip", "-4", "route", "show", "to", "root", f"{SUBNET_FIRST_OCTETS}.{index}.0/24"])
     return bool(routes.stdout.strip())
@@ -265,7 +264,7 @@ def _allocate_index(name: str) -> int:
     start = int(hashlib.sha256(name.encode()).hexdigest(), 16) % SUBNET_COUNT
     for offset in range(SUBNET_COUNT):
         index = (start + offset) % SUBNET_COUNT
-        if not _link_exists(f"gvsim{index}") and not _subnet_in_use(index):
+        if not link_exists(f"gvsim{index}") and not _subnet_in_use(index):
             return index
     raise SimHostsError(f"no free subnet left in {SUBNET_FIRST_OCTETS}.0.0/16")
 
@@ -561,26 +560,6 @@ def up(
     return cluster
 
 
-def _kill(pid: int | None, start: int | None) -> None:
-    if is_same_process(pid, start):
-        assert pid is not None
-        with suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-
-
-def _netns_pids(netns: str) -> list[int]:
-    result = run(["ip", "netns", "pids", netns], check=False)
-    return [int(pid) for pid in result.stdout.split()] if result.returncode == 0 else []
-
-
-def _wait_gone(pids: Sequence[tuple[int, int | None]], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while any(is_running(pid, start) for pid, start in pids):
-        if time.monotonic() > deadline:
-            raise SimHostsError(f"processes did not exit: {[pid for pid, _ in pids]}")
-        time.sleep(0.01)
-
-
 def down(cluster: Cluster, *, keep_files: bool = False) -> None:
     """Tear a cluster down completely; idempotent and safe on a half-created cluster."""
     require_root()
@@ -588,21 +567,21 @@ def down(cluster: Cluster, *, keep_files: bool = False) -> None:
     for host in cluster.hosts:
         init = host.init_pid
         # Killing pid 1 of the host's pid namespace kills every process in it.
-        for pid in [*([init] if init else []), *_netns_pids(host.netns)]:
+        for pid in [*([init] if init else []), *netns_pids(host.netns)]:
             victims.append((pid, process_start_time(pid)))
         if host.launcher_pid is not None:
             victims.append((host.launcher_pid, host.launcher_start))
     if cluster.proxy_pid is not None:
         victims.append((cluster.proxy_pid, cluster.proxy_start))
     for pid, start in victims:
-        _kill(pid, start)
-    _wait_gone(victims)
+        kill_if_same(pid, start)
+    wait_gone(victims)
     for host in cluster.hosts:
-        if _link_exists(host.veth):
+        if link_exists(host.veth):
             run(["ip", "link", "del", host.veth], check=False)
         if Path(f"/run/netns/{host.netns}").exists():
             run(["ip", "netns", "del", host.netns], check=False)
-    if _link_exists(cluster.bridge):
+    if link_exists(cluster.bridge):
         run(["ip", "link", "del", cluster.bridge], check=False)
     state = Path(cluster.state_dir)
     for point in mounts_under(state) if state.exists() else []:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
+import time
 from collections.abc import Sequence
 from contextlib import suppress
 from pathlib import Path
@@ -149,3 +151,30 @@ def remove_tree(directory: Path) -> None:
     for point in mounts_under(directory):
         run(["umount", "--lazy", point], check=False)
     run(["rm", "-rf", "--one-file-system", str(directory)])
+
+
+# --- Tearing down: processes by pid and start time (a pid can be reused), links, namespaces.
+
+
+def kill_if_same(pid: int | None, start: int | None) -> None:
+    if is_same_process(pid, start):
+        assert pid is not None
+        with suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def netns_pids(netns: str) -> list[int]:
+    result = run(["ip", "netns", "pids", netns], check=False)
+    return [int(pid) for pid in result.stdout.split()] if result.returncode == 0 else []
+
+
+def wait_gone(pids: Sequence[tuple[int, int | None]], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while any(is_running(pid, start) for pid, start in pids):
+        if time.monotonic() > deadline:
+            raise SimHostsError(f"processes did not exit: {[pid for pid, _ in pids]}")
+        time.sleep(0.01)
+
+
+def link_exists(name: str) -> bool:
+    return Path(f"/sys/class/net/{name}").exists()
