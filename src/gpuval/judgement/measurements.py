@@ -15,6 +15,8 @@ P2P_TOOLS = frozenset({"p2pBandwidthLatencyTest"})
 BENCH_TOOLS = frozenset({"all_reduce_bench"})
 COLLECTIVE_BENCH_TOOLS = frozenset({"gpuval-allreduce-bench"})  # the suite's own node program
 NVBANDWIDTH_TOOLS = frozenset({"nvbandwidth"})
+# The runs whose numbers measurements.csv lists.
+MEASURED_TOOLS = NCCL_TOOLS | BENCH_TOOLS | COLLECTIVE_BENCH_TOOLS | P2P_TOOLS | NVBANDWIDTH_TOOLS
 
 
 def _as_list(value: Any) -> list[Any]:

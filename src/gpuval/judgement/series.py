@@ -6,7 +6,8 @@ Runs are read as plain dicts (the run schemas' field names)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +16,7 @@ from gpuval.checks.nccl import Sample, judged_sample
 from gpuval.checks.references import collective_name, is_multinode, run_hosts
 from gpuval.evidence import Parsed, ParsedFile
 from gpuval.judgement.model import BusbwSeries, P2PMatrices, TopoRun, off_diagonal
+from gpuval.records.base import to_jsonable
 from gpuval.records.nccl import NcclRun
 
 NCCL_TOOLS = frozenset({"nccl-tests", "rccl-tests"})
@@ -23,6 +25,7 @@ BUSBW_TOOLS = NCCL_TOOLS | {BENCH_TOOL}
 P2P_TOOL = "p2pBandwidthLatencyTest"
 TOPO_TOOL = "nvidia-smi-topo"
 UNIDIRECTIONAL_P2P = "bandwidth_unidirectional_p2p_enabled"
+SERIES_TOOLS = BUSBW_TOOLS | {P2P_TOOL, TOPO_TOOL}  # the runs the charts draw
 
 
 @dataclass(frozen=True)
@@ -33,15 +36,16 @@ class ToolRun(Parsed[object]):
     data: dict[str, Any]
 
 
-def tool_runs(files: Iterable[ParsedFile], documents: Mapping[str, list[Any]]) -> list[ToolRun]:
-    """Every parsed run, in file order, with its JSON document from `documents` (per file path,
-    the parse's runs as results.json holds them): each run converted once for every reader."""
+def tool_runs(files: Iterable[ParsedFile], tools: AbstractSet[str]) -> list[ToolRun]:
+    """Every parsed run of the `tools` named, in file order, with its JSON document (as `gpuval
+    parse` prints it): each run converted once for every reader, and only the runs a reader
+    draws or lists (not the inventory records, the bulk of a large run)."""
     return [
         ToolRun(file, run, index, data)
         for file in files
-        if file.tool is not None
-        for index, (run, data) in enumerate(zip(file.runs, documents[file.path], strict=True))
-        if isinstance(data, dict)
+        if file.tool in tools
+        for index, run in enumerate(file.runs)
+        if isinstance(data := to_jsonable(run), dict)
     ]
 
 
