@@ -8,7 +8,6 @@ import json
 import re
 from pathlib import Path
 
-import pandas as pd
 import pytest
 from tests.sample_runs import sample_copy
 
@@ -174,16 +173,11 @@ def test_measurements_csv_cells_never_start_a_formula(hostile_run: Path) -> None
 
 
 def test_only_text_that_a_spreadsheet_would_run_is_quoted() -> None:
-    from gpuval.report.tables import spreadsheet_safe
+    from gpuval.report.tables import column_cells
 
-    frame = pd.DataFrame(
-        {
-            "host": ["=cmd()", "+A1", "-x", "@SUM(A1)", "\tx", "\rx", "-3.5", "node1"],
-            "value": [-3.5, 1.0, -0.0, 2.0, 3.0, 4.0, 5.0, 6.0],
-        }
-    )
-    safe = spreadsheet_safe(frame)
-    assert list(safe["host"]) == [
+    hosts = ["=cmd()", "+A1", "-x", "@SUM(A1)", "\tx", "\rx", "-3.5", "node1"]
+    values = [-3.5, 1.0, -0.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    assert list(column_cells(hosts)) == [
         "'=cmd()", "'+A1", "'-x", "'@SUM(A1)", "'\tx", "'\rx", "-3.5", "node1",
     ]  # fmt: skip
-    assert list(safe["value"]) == list(frame["value"])
+    assert list(column_cells(values)) == values

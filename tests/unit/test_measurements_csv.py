@@ -6,10 +6,8 @@ from __future__ import annotations
 import csv
 import io
 
-import pandas as pd
-
 from gpuval.judgement.model import MeasurementRow
-from gpuval.report.tables import MEASUREMENT_COLUMNS, measurements_csv, spreadsheet_safe
+from gpuval.report.tables import MEASUREMENT_COLUMNS, column_cells, measurements_csv
 
 
 def _table(rows: list[MeasurementRow]) -> list[dict[str, str]]:
@@ -38,10 +36,18 @@ def test_no_rows_is_the_header_alone():
 
 
 def test_formula_text_is_made_inert_in_a_column_of_numbers_and_text():
-    frame = pd.DataFrame({"value": ["=x", 1.5, None, "=x", 2, "-2", "a", True, "+1e3"]})
-    assert list(spreadsheet_safe(frame)["value"]) == [
+    column = ["=x", 1.5, None, "=x", 2, "-2", "a", True, "+1e3"]
+    assert list(column_cells(column)) == [
         "'=x", 1.5, None, "'=x", 2, "-2", "a", True, "+1e3",
     ]  # fmt: skip
+
+
+def test_a_column_of_numbers_is_one_type_and_a_missing_number_an_empty_cell():
+    assert list(column_cells([1, 2])) == [1, 2]
+    assert list(column_cells([1, None, 2.5])) == [1.0, None, 2.5]  # "1.0", "", "2.5"
+    assert list(column_cells([1.5, float("nan")])) == [1.5, None]
+    assert list(column_cells([3.0, None, 2**40], integers=True)) == [3, None, 2**40]
+    assert list(column_cells([None, None])) == [None, None]
 
 
 def test_a_formula_in_a_row_s_text_is_inert_in_the_file():

@@ -9,7 +9,7 @@ check at all an error.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 from gpuval import __version__
 from gpuval.checks import judge_run
@@ -18,12 +18,11 @@ from gpuval.checks.model import CLUSTER, Check, worst
 from gpuval.checks.thresholds import Thresholds, load_thresholds
 from gpuval.evidence import HostFacts, ParsedFile, RunEvidence, build_evidence
 from gpuval.judgement.figures import host_metrics, in_host_order, outliers, unordered_figures
-from gpuval.judgement.measurements import measurement_rows
+from gpuval.judgement.measurements import MEASURED_TOOLS, measurement_rows
 from gpuval.judgement.model import FileEntry, RunJudgement
-from gpuval.judgement.series import busbw_series, p2p_runs, tool_runs, topo_runs
+from gpuval.judgement.series import SERIES_TOOLS, busbw_series, p2p_runs, tool_runs, topo_runs
 from gpuval.profile import Profile, fits, node_shape
 from gpuval.profile import profile_for as profile_for_shapes
-from gpuval.records.base import to_jsonable
 from gpuval.records.key_figures import KeyFigure
 from gpuval.runfolder import RawFile, RunFolder
 
@@ -74,11 +73,7 @@ def _file_entry(raw: RawFile) -> FileEntry:
         tool=parse.tool if parse else None,
         step=raw.sidecar,
         problems=[*parse.errors, *parse.warnings] if parse else [],
-        # The parse result once, as `gpuval parse` prints it (not also through to_jsonable).
-        document={
-            **{f.name: to_jsonable(getattr(raw, f.name)) for f in fields(raw) if f.name != "parse"},
-            "parse": parse.to_dict() if parse else None,
-        },
+        run_count=len(parse.runs) if parse else 0,
     )
 
 
@@ -92,10 +87,7 @@ def judge_run_folder(folder: RunFolder, judging: Judging, generated_at: str) -> 
     files = evidence.files
     pair_tables = outcome.pairs.to_dict()
     entries = [_file_entry(raw) for raw in folder.files]
-    # The charts' series and measurements.csv read the runs as results.json holds them.
-    runs = tool_runs(
-        files, {e.path: e.document["parse"]["runs"] for e in entries if e.document["parse"]}
-    )
+    runs = tool_runs(files, SERIES_TOOLS | MEASURED_TOOLS)
     series = busbw_series(runs, outcome.expectations, thresholds.large_message_min_bytes)
     p2p = p2p_runs(runs)
     metrics = host_metrics(series, p2p)

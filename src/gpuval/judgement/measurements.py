@@ -10,11 +10,14 @@ from gpuval.checks.pairs import Try
 from gpuval.evidence import ParsedFile
 from gpuval.judgement.model import MeasurementRow
 from gpuval.judgement.series import NCCL_TOOLS, ToolRun
+from gpuval.records.nccl import NcclRun
 
 P2P_TOOLS = frozenset({"p2pBandwidthLatencyTest"})
 BENCH_TOOLS = frozenset({"all_reduce_bench"})
 COLLECTIVE_BENCH_TOOLS = frozenset({"gpuval-allreduce-bench"})  # the suite's own node program
 NVBANDWIDTH_TOOLS = frozenset({"nvbandwidth"})
+# The runs whose numbers measurements.csv lists.
+MEASURED_TOOLS = NCCL_TOOLS | BENCH_TOOLS | COLLECTIVE_BENCH_TOOLS | P2P_TOOLS | NVBANDWIDTH_TOOLS
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -26,25 +29,26 @@ def _as_dict(value: Any) -> dict[str, Any]:
 
 
 def _nccl_rows(run: ToolRun) -> Iterator[dict[str, Any]]:
-    for row in _as_list(run.data.get("rows")):
-        row = _as_dict(row)
-        for placement in ("out_of_place", "in_place"):
-            half = _as_dict(row.get(placement))
-            if not half:
+    record = run.record
+    if not isinstance(record, NcclRun):
+        return
+    for row in record.rows:
+        for placement, half in (("out_of_place", row.out_of_place), ("in_place", row.in_place)):
+            if half is None:
                 continue
             yield {
-                "collective": run.data.get("collective"),
-                "nranks": run.data.get("nranks"),
-                "size_bytes": row.get("size_bytes"),
-                "count": row.get("count"),
-                "dtype": row.get("dtype"),
-                "redop": row.get("redop"),
+                "collective": record.collective,
+                "nranks": record.nranks,
+                "size_bytes": row.size_bytes,
+                "count": row.count,
+                "dtype": row.dtype,
+                "redop": row.redop,
                 "placement": placement,
-                "time_us": half.get("time_us"),
-                "algbw_gbps": half.get("algbw_gbps"),
-                "busbw_gbps": half.get("busbw_gbps"),
-                "wrong": half.get("wrong"),
-                "line": row.get("line"),
+                "time_us": half.time_us,
+                "algbw_gbps": half.algbw_gbps,
+                "busbw_gbps": half.busbw_gbps,
+                "wrong": half.wrong,
+                "line": row.line,
             }
 
 

@@ -45,7 +45,7 @@ class FileEntry:
     tool: str | None  # the parser that read it; None: not read
     step: Sidecar | None  # what ran to write it; None: no sidecar
     problems: list[Diagnostic]  # the parser's errors, then its warnings
-    document: dict[str, Any]  # its results.json `files` item (what ran, what was parsed)
+    run_count: int  # how many runs the parser read from it (their records are the evidence's)
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,10 @@ Runs are read as plain dicts (the run schemas' field names)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from gpuval.checks.model import CLUSTER, Expectation
@@ -15,6 +17,7 @@ from gpuval.checks.nccl import Sample, judged_sample
 from gpuval.checks.references import collective_name, is_multinode, run_hosts
 from gpuval.evidence import Parsed, ParsedFile
 from gpuval.judgement.model import BusbwSeries, P2PMatrices, TopoRun, off_diagonal
+from gpuval.records.base import to_jsonable
 from gpuval.records.nccl import NcclRun
 
 NCCL_TOOLS = frozenset({"nccl-tests", "rccl-tests"})
@@ -23,25 +26,30 @@ BUSBW_TOOLS = NCCL_TOOLS | {BENCH_TOOL}
 P2P_TOOL = "p2pBandwidthLatencyTest"
 TOPO_TOOL = "nvidia-smi-topo"
 UNIDIRECTIONAL_P2P = "bandwidth_unidirectional_p2p_enabled"
+SERIES_TOOLS = BUSBW_TOOLS | {P2P_TOOL, TOPO_TOOL}  # the runs the charts draw
 
 
 @dataclass(frozen=True)
 class ToolRun(Parsed[object]):
-    """One parsed run of one file, with its JSON document (field names of the run schemas)."""
+    """One parsed run of one file."""
 
     index: int  # position in the file's runs
-    data: dict[str, Any]
+
+    @cached_property
+    def data(self) -> dict[str, Any]:
+        """The run's JSON document (field names of the run schemas), made once when a reader
+        asks: nccl-tests runs, the bulk of a large run, are read as records instead."""
+        document = to_jsonable(self.record)
+        return document if isinstance(document, dict) else {}
 
 
-def tool_runs(files: Iterable[ParsedFile], documents: Mapping[str, list[Any]]) -> list[ToolRun]:
-    """Every parsed run, in file order, with its JSON document from `documents` (per file path,
-    the parse's runs as results.json holds them): each run converted once for every reader."""
+def tool_runs(files: Iterable[ParsedFile], tools: AbstractSet[str]) -> list[ToolRun]:
+    """Every parsed run of the `tools` named (those a reader draws or lists), in file order."""
     return [
-        ToolRun(file, run, index, data)
+        ToolRun(file, run, index)
         for file in files
-        if file.tool is not None
-        for index, (run, data) in enumerate(zip(file.runs, documents[file.path], strict=True))
-        if isinstance(data, dict)
+        if file.tool in tools
+        for index, run in enumerate(file.runs)
     ]
 
 
@@ -65,16 +73,25 @@ def _peak(expectations: list[Expectation], host: str, subject: str) -> Expectati
                 None)  # fmt: skip
 
 
+def _busbw_cells(run: ToolRun) -> Iterator[tuple[Any, Any]]:
+    """(size, busbw) of each row as printed: nccl-tests' out-of-place half."""
+    if isinstance(run.record, NcclRun):
+        for row in run.record.rows:
+            half = row.out_of_place
+            yield row.size_bytes, half.busbw_gbps if half is not None else None
+    else:
+        for row in run.data.get("rows") or []:
+            yield row.get("size_bytes"), row.get("busbw_gbps")
+
+
 def busbw_series(
     runs: list[ToolRun], expectations: list[Expectation], min_bytes: int
 ) -> list[BusbwSeries]:
     found = []
     for run in (run for run in runs if run.tool in BUSBW_TOOLS):
         points = []
-        for row in run.data.get("rows") or []:
-            size = row.get("size_bytes")
-            measured = row if run.tool == BENCH_TOOL else row.get("out_of_place") or {}
-            busbw = finite_number(measured.get("busbw_gbps"))
+        for size, printed in _busbw_cells(run):
+            busbw = finite_number(printed)
             # size 0 has no place on a log axis
             if isinstance(size, int) and size > 0 and busbw is not None:
                 points.append((size, busbw))

@@ -5,12 +5,12 @@ judges.
 
 from __future__ import annotations
 
+import csv
+import io
+from collections.abc import Sequence
 from operator import attrgetter
-from typing import Any
 
-import pandas as pd
-
-from gpuval.judgement.model import MeasurementRow
+from gpuval.judgement.model import Cell, MeasurementRow
 
 # src/dst: GPU indices of matrix cells; host_a/host_b/try: pair tests (metric "pair_<kind>";
 # iperf3: sender, receiver).
@@ -23,18 +23,9 @@ MEASUREMENT_COLUMNS = [
 ROW_FIELDS = [("attempt" if c == "try" else c) for c in MEASUREMENT_COLUMNS]
 # A row's cells in column order, read in one call (a thousand nodes have millions of rows).
 _row_cells = attrgetter(*ROW_FIELDS)
-INTEGER_COLUMNS = ("nranks", "size_bytes", "count", "wrong", "src", "dst", "line", "run", "try")
-
-
-def measurements(rows: list[MeasurementRow]) -> pd.DataFrame:
-    """The measurement rows in long format, exactly as printed (no averaging, no dropping); a
-    cell without a value is missing (empty in the CSV)."""
-    frame = pd.DataFrame.from_records(
-        [_row_cells(row) for row in rows], columns=MEASUREMENT_COLUMNS
-    )
-    for column in INTEGER_COLUMNS:
-        frame[column] = frame[column].astype("Int64")
-    return frame
+INTEGER_COLUMNS = frozenset(
+    {"nranks", "size_bytes", "count", "wrong", "src", "dst", "line", "run", "try"}
+)
 
 
 MEASUREMENTS_FILE = "measurements.csv"
@@ -45,7 +36,7 @@ MEASUREMENTS_FILE = "measurements.csv"
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
-def _inert_cell(value: Any) -> Any:
+def _inert_cell(value: Cell) -> Cell:
     if not isinstance(value, str) or not value.startswith(FORMULA_STARTS):
         return value
     try:
@@ -55,26 +46,46 @@ def _inert_cell(value: Any) -> Any:
     return value
 
 
-def spreadsheet_safe(frame: pd.DataFrame) -> pd.DataFrame:
-    """`frame` with every text cell that a spreadsheet would run as a formula made inert."""
-    safe = frame.copy()
-    for column in safe.columns:
-        values = safe[column]
-        if pd.api.types.is_numeric_dtype(values):
-            continue
-        # Each distinct text once (a column holds few: hosts, files, tools, units), then the
-        # cells that hold one by hash: a Python call per cell was seconds at a thousand nodes.
-        risky_texts = [
-            text
-            for text in values.unique()
-            if isinstance(text, str) and text.startswith(FORMULA_STARTS)
-        ]
-        if risky_texts:
-            risky = values.isin(risky_texts)
-            safe.loc[risky, column] = values[risky].map(_inert_cell)
-    return safe
+def column_cells(values: Sequence[Cell], integers: bool = False) -> Sequence[Cell]:
+    """One column's cells as measurements.csv writes them (None and NaN: an empty cell): an
+    integer column's numbers as integers (2**40, never 1.099511627776e+12); a column of numbers
+    alone as floats when any is missing or fractional, else as integers, so a column is one type;
+    text that a spreadsheet would run as a formula made inert (other text, and numbers among
+    text, as they are). The cells' types are looked at once per column and a column that needs
+    nothing is passed on as it is: a thousand nodes have millions of cells."""
+    kinds = set(map(type, values))
+    if float in kinds:
+        values = [None if v != v else v for v in values]  # NaN: missing
+    numbers = kinds - {type(None)}
+    if integers:
+        return values if numbers <= {int} else [None if v is None else int(v) for v in values]
+    if numbers and numbers <= {int, float}:
+        if int not in numbers or kinds == {int}:
+            return values
+        return [None if v is None else float(v) for v in values]
+    # Each distinct risky text once (a column holds few: hosts, files, tools, units).
+    inert = {
+        text: _inert_cell(text)
+        for text in set(values)
+        if isinstance(text, str) and text.startswith(FORMULA_STARTS)
+    }
+    return [inert.get(v, v) if isinstance(v, str) else v for v in values] if inert else values
 
 
 def measurements_csv(rows: list[MeasurementRow]) -> str:
-    """The content of measurements.csv, every text cell inert in a spreadsheet."""
-    return str(spreadsheet_safe(measurements(rows)).to_csv(index=False))
+    """The content of measurements.csv: the measurement rows in long format, exactly as printed
+    (no averaging, no dropping), every text cell inert in a spreadsheet."""
+    columns = list(zip(*map(_row_cells, rows), strict=True)) or [()] * len(MEASUREMENT_COLUMNS)
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")  # None: an empty cell; a float: its repr
+    writer.writerow(MEASUREMENT_COLUMNS)
+    writer.writerows(
+        zip(
+            *(
+                column_cells(column, name in INTEGER_COLUMNS)
+                for name, column in zip(MEASUREMENT_COLUMNS, columns, strict=True)
+            ),
+            strict=True,
+        )
+    )
+    return out.getvalue()
