@@ -9,10 +9,27 @@ from itertools import combinations
 
 import pytest
 
-from gpuval.plan import group_testing
-from gpuval.plan.group_testing import GroupSearch, simulate, split, topology_of, worst_rounds
+from gpuval.plan import group_testing, steps
+from gpuval.plan.group_testing import (
+    GroupSearch,
+    record_round,
+    rounds_left,
+    search_stage,
+    simulate,
+    split,
+    split_depth,
+    topology_of,
+    worst_rounds,
+)
+from gpuval.plan.pair_rounds import LatestTry
+from gpuval.plan.steps import RunPlan, expected_steps
 
-HOSTS_32 = [f"node{i}" for i in range(1, 33)]
+
+def hosts_of(count: int) -> list[str]:
+    return [f"node{i}" for i in range(1, count + 1)]
+
+
+HOSTS_32 = hosts_of(32)
 
 
 def test_the_bounds_of_the_issue() -> None:
@@ -136,3 +153,64 @@ def test_cli_reports_rounds(capsys: pytest.CaptureFixture[str]) -> None:
     assert document["rounds"] <= document["bound"] == 12
     assert group_testing.main(["simulate", "--count", "4", "--bad", "x"]) == 2
     assert "not among the hosts" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ the mode and the pair phase
+
+
+def test_auto_is_all_pairs_up_to_8_nodes_and_staged_above() -> None:
+    assert [steps.pairs_mode_for("auto", n) for n in (2, 8, 9, 1024)] == [
+        "all-pairs", "all-pairs", "staged", "staged",
+    ]  # fmt: skip
+    assert steps.pairs_mode_for("all-pairs", 1024) == "all-pairs"
+    assert steps.pairs_mode_for("staged", 4) == "staged"
+    with pytest.raises(ValueError, match="bench_pairs_mode must be one of"):
+        RunPlan.from_variables({"bench_pairs_mode": "bisect"})
+    # run.json expects every try-1 pair step where auto means all pairs, none where staged
+    eight, nine = (hosts_of(8), hosts_of(9))
+    assert sum(len(s) for s in expected_steps(eight, RunPlan(), ["pairs"]).values()) == 2 * 28
+    assert expected_steps(nine, RunPlan(), ["pairs"]) == {h: [] for h in nine}
+
+
+def test_a_screen_by_pairs_tests_every_node_once_and_suspects_the_one_left_out() -> None:
+    search = GroupSearch.start(hosts_of(5), by_pairs=True)
+    assert search.groups() == [("node2", "node5"), ("node3", "node4")]
+    assert search.suspects == ("node1",)  # the circle's bye
+    played = simulate(hosts_of(32), ["node9"], by_pairs=True)
+    assert played.flagged == ["node9"] and played.rounds == 3  # the screen, two partners
+
+
+def test_split_depth_and_stages_left() -> None:
+    assert [split_depth(hosts_of(n)) for n in (1, 2, 3, 4, 32, 33)] == [0, 1, 2, 2, 5, 6]
+    assert rounds_left(GroupSearch.start(hosts_of(32))) == 6  # 5 group rounds, the confirmation
+    assert rounds_left(GroupSearch.start(hosts_of(32), by_pairs=True)) == 2
+    assert rounds_left(GroupSearch.start(hosts_of(32)).record_groups({tuple(hosts_of(32)): 1})) == 0
+
+
+def test_a_round_is_recorded_from_what_the_judge_found() -> None:
+    hosts = hosts_of(4)
+    search = GroupSearch.start(hosts)
+    first = search_stage(search, ["iperf3"], set(hosts))
+    assert (first.mode, first.groups) == ("groups", [hosts])
+    # the screen's first node failed its all-nodes test; then node3's half passed, node1's failed
+    search = record_round(search, [], {"node1": False}, set(hosts))
+    search = record_round(search, [], {"node1": False, "node3": True}, set(hosts))
+    assert search.suspects == ("node1", "node2") and search.stage == "confirm"
+    confirm = search_stage(search, ["iperf3"], set(hosts), used_rounds=0)
+    assert confirm.mode == "pairs" and confirm.known_good == ["node3", "node4"]
+    entries = [(e["round"], e["a"], e["b"]) for r in confirm.rounds for e in r]
+    assert entries == [(1, "node1", "node3"), (1, "node2", "node4"),
+                       (2, "node1", "node4"), (2, "node2", "node3")]  # fmt: skip
+
+    def tried(a: str, b: str, status: str) -> LatestTry:
+        return {"kind": "iperf3", "a": a, "b": b, "round": 1, "attempt": 1, "status": status}
+
+    found = [tried("node1", "node3", "low"), tried("node1", "node4", "failed")]
+    found += [tried("node2", "node3", "ok")]  # node2--node4 left nothing: it fails closed
+    done = record_round(search, found, {}, set(hosts))
+    assert done.verdicts() == {"node1": "flagged", "node2": "unconfirmed"}
+    # a partner lost from the play no longer counts: one partner confirms nothing
+    lost = record_round(search, found, {}, {"node1", "node2", "node3"})
+    assert lost.verdicts() == {"node1": "flagged", "node2": "unconfirmed"}
+    assert [len(c.partners) for c in lost.confirmations] == [2, 1]
+    assert search_stage(done, ["iperf3"], set(hosts)).mode == "done"

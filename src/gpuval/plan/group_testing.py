@@ -35,8 +35,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from gpuval.plan import steps
 from gpuval.plan.host_order import Pair, natural_key, ordered_hosts, ordered_pair
-from gpuval.plan.pair_rounds import confirm_rounds
+from gpuval.plan.pair_rounds import (
+    LatestTry,
+    NextStage,
+    byes,
+    confirm_rounds,
+    pair_outcomes,
+    schedule_entries,
+    screen_rounds,
+)
 
 Group = tuple[str, ...]
 Stage = Literal["groups", "confirm", "done"]
@@ -100,7 +109,9 @@ class Confirmation:
 @dataclass(frozen=True)
 class GroupSearch:
     """Where a group-testing search stands. `pending`: the groups the next round tests, each
-    with the group it was split from (None for the screen); `rounds`: rounds run so far."""
+    with the group it was split from (None for the screen); `rounds`: rounds run so far;
+    `by_pairs`: the screen is one round of disjoint pairs, each a group of two measured by the
+    pair tests (where no all-nodes test can run); a node it leaves out is a suspect."""
 
     hosts: Group
     partners: int = MIN_PARTNERS
@@ -111,11 +122,12 @@ class GroupSearch:
     confirmations: tuple[Confirmation, ...] = ()
     rounds: int = 0
     history: tuple[dict[str, Any], ...] = ()
+    by_pairs: bool = False
 
     @classmethod
     def start(
         cls, hosts: Iterable[str], partners: int = MIN_PARTNERS,
-        switch_of: Mapping[str, str] | None = None,
+        switch_of: Mapping[str, str] | None = None, by_pairs: bool = False,
     ) -> GroupSearch:  # fmt: skip
         """The search before its screen (nothing to test below two nodes)."""
         if partners < MIN_PARTNERS:
@@ -125,8 +137,15 @@ class GroupSearch:
             )
         ordered = tuple(ordered_hosts(hosts))
         topology = {h: s for h, s in (switch_of or {}).items() if h in ordered}
-        screen = ((ordered, None),) if len(ordered) >= 2 else ()
-        return cls(ordered, partners, topology, screen)
+        if len(ordered) < 2:
+            return cls(ordered, partners, topology, by_pairs=by_pairs)
+        if not by_pairs:
+            return cls(ordered, partners, topology, ((ordered, None),))
+        first = screen_rounds(ordered)[0]
+        return cls(
+            ordered, partners, topology, tuple((pair, None) for pair in first),
+            suspects=tuple(byes(ordered, first)), by_pairs=True,
+        )  # fmt: skip
 
     @property
     def stage(self) -> Stage:
@@ -206,14 +225,17 @@ class GroupSearch:
             self, confirmations=tuple(Confirmation(s, partners[s]) for s in self.suspects)
         )
 
-    def record_pairs(self, passed: Mapping[Pair, bool]) -> GroupSearch:
+    def record_pairs(self, passed: Mapping[Pair, bool | None]) -> GroupSearch:
         """The search after a round of confirmation pairs (`passed` by pair, either order; a
-        pair that ran and left no result is the caller's False). Pairs not given stay pending."""
+        pair that ran and left no result is the caller's False; None: the pair could not run,
+        a host was lost, and the partner no longer counts). Pairs not given stay pending."""
         outcome = {ordered_pair(*pair): ok for pair, ok in passed.items()}
         confirmations = tuple(
             Confirmation(c.suspect, {
-                partner: outcome.get(ordered_pair(c.suspect, partner), ok) if ok is None else ok
+                partner: outcome.get(pair, ok) if ok is None else ok
                 for partner, ok in c.partners.items()
+                for pair in [ordered_pair(c.suspect, partner)]
+                if ok is not None or pair not in outcome or outcome[pair] is not None
             })
             for c in self.confirmations
         )  # fmt: skip
@@ -251,6 +273,7 @@ class GroupSearch:
             "flagged": self.flagged(),
             "rounds": self.rounds,
             "history": list(self.history),
+            "by_pairs": self.by_pairs,
         }
 
     @classmethod
@@ -271,7 +294,73 @@ class GroupSearch:
             ),
             rounds=int(data["rounds"]),
             history=tuple(data.get("history") or ()),
+            by_pairs=bool(data.get("by_pairs")),
         )
+
+
+def split_depth(group: Sequence[str], switch_of: Mapping[str, str] | None = None) -> int:
+    """Group rounds a group can cost, its own test included: its halves are split further down
+    to groups of two (the splits do not depend on outcomes, so this is exact)."""
+    if len(group) < 2:
+        return 0
+    return 1 + max(split_depth(half, switch_of) for half in split(group, switch_of))
+
+
+def rounds_left(search: GroupSearch) -> int:
+    """At most this many more stages: the group rounds still possible, then the confirmation
+    (its pair rounds run as one stage)."""
+    # Screened by pairs: a failed pair's nodes are suspects at once, nothing is split.
+    depth = max(
+        (1 if search.by_pairs else split_depth(g, search.switch_of) for g in search.groups()),
+        default=0,
+    )
+    return depth + int(search.stage != "done")
+
+
+def record_round(
+    search: GroupSearch, latest: Sequence[LatestTry], group_passed: Mapping[str, bool],
+    active: set[str],
+) -> GroupSearch:  # fmt: skip
+    """The search after the round it planned: group tests judged by their first node's all-nodes
+    test (`group_passed`, by that node), pairs by every kind's latest try (`latest`, of the
+    round's pairs only). A group or pair without a result failed, unless a host of the pair was
+    lost (then the partner no longer counts)."""
+    outcomes = pair_outcomes(latest)
+    if search.stage == "groups":
+        return search.record_groups({
+            g: outcomes.get((g[0], g[1]), False) if search.by_pairs
+            else group_passed.get(g[0], False)
+            for g in search.groups()
+        })  # fmt: skip
+    if search.stage == "confirm":
+        return search.record_pairs({
+            pair: outcomes.get(pair, False if set(pair) <= active else None)
+            for pairs in search.pairs()
+            for pair in pairs
+        })  # fmt: skip
+    return search
+
+
+def search_stage(
+    search: GroupSearch, kinds: Sequence[str], active: set[str], used_rounds: int = 0,
+    lanes: Sequence[steps.RdmaLane] = (),
+) -> NextStage:  # fmt: skip
+    """What the pair phase runs for the search's next tests: its groups (each an all-nodes run),
+    or pairs as entries of every kind, numbered on from `used_rounds`."""
+    suspects = list(search.suspects)
+    good = [h for h in search.known_good if h in active]
+    if search.stage == "done":
+        return NextStage("done", suspects=suspects, known_good=good)
+    if search.stage == "groups" and not search.by_pairs:
+        groups = [list(g) for g in search.groups()]
+        return NextStage("groups", groups=groups, suspects=suspects, known_good=good)
+    pairs = (
+        [[ordered_pair(g[0], g[1]) for g in search.groups()]]
+        if search.stage == "groups"
+        else search.pairs()
+    )
+    rounds = schedule_entries(pairs, used_rounds + 1, kinds, active, lanes)
+    return NextStage("pairs", rounds, suspects=suspects, known_good=good)
 
 
 def worst_rounds(count: int, bad: int = 1) -> int:
@@ -297,11 +386,11 @@ class Played:
 
 def simulate(
     hosts: Iterable[str], bad: Iterable[str], partners: int = MIN_PARTNERS,
-    switch_of: Mapping[str, str] | None = None,
+    switch_of: Mapping[str, str] | None = None, by_pairs: bool = False,
 ) -> Played:  # fmt: skip
     """Play a search where a test (group or pair) fails exactly when it holds a bad node."""
     broken = set(bad)
-    search = GroupSearch.start(hosts, partners, switch_of)
+    search = GroupSearch.start(hosts, partners, switch_of, by_pairs)
     unknown = broken - set(search.hosts)
     if unknown:
         raise ValueError(f"bad node(s) not among the hosts: {', '.join(sorted(unknown))}")
@@ -337,6 +426,9 @@ def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     simulated.add_argument(
         "--switch-size", type=int, default=0, help="nodes per switch, in host order (0: unknown)"
     )
+    simulated.add_argument(
+        "--by-pairs", action="store_true", help="screen with disjoint pairs (no all-nodes test)"
+    )
     return parser.parse_args(argv)
 
 
@@ -348,7 +440,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         {h: f"switch{i // size + 1}" for i, h in enumerate(ordered_hosts(hosts))} if size else {}
     )
     try:
-        played = simulate(hosts, arguments.bad, arguments.partners, switch_of)
+        played = simulate(hosts, arguments.bad, arguments.partners, switch_of, arguments.by_pairs)
     except ValueError as problem:
         print(f"gpuval.plan.group_testing: {problem}", file=sys.stderr)
         return 2
