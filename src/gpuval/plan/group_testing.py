@@ -55,6 +55,11 @@ MIN_PARTNERS = 2
 TOPOLOGY_VARIABLES = ("gpuval_switch", "gpuval_rack")
 
 
+def in_order(hosts: Iterable[str]) -> list[str]:
+    """Hosts of a search in natural order (checked once, at its start, by ordered_hosts)."""
+    return sorted(hosts, key=natural_key)
+
+
 def topology_of(hostvars: Mapping[str, Mapping[str, Any]], hosts: Iterable[str]) -> dict[str, str]:
     """Each host's switch (or rack) from its inventory variables; hosts without one are left out."""
     found: dict[str, str] = {}
@@ -70,7 +75,7 @@ def split(group: Sequence[str], switch_of: Mapping[str, str] | None = None) -> t
     """Two halves of a group (the first the larger when the count is odd). Nodes under one switch
     stay together while the group spans several switches (whole switches go to the lighter half,
     biggest first); within one switch, or without a topology, the halves follow host order."""
-    ordered = ordered_hosts(group)
+    ordered = in_order(group)
     if len(ordered) < 2:
         raise ValueError(f"a group of {len(ordered)} node(s) cannot be split")
     known = {h: s for h in ordered if (s := (switch_of or {}).get(h))}
@@ -85,7 +90,7 @@ def split(group: Sequence[str], switch_of: Mapping[str, str] | None = None) -> t
     for unit in sorted(units.values(), key=lambda u: (-len(u), natural_key(u[0]))):
         lighter = halves[0] if len(halves[0]) <= len(halves[1]) else halves[1]
         lighter.extend(unit)
-    first, second = (tuple(ordered_hosts(h)) for h in halves)
+    first, second = (tuple(in_order(h)) for h in halves)
     return (first, second) if len(first) >= len(second) else (second, first)
 
 
@@ -205,8 +210,8 @@ class GroupSearch:
         searched = replace(
             self,
             pending=tuple(next_pending),
-            suspects=tuple(ordered_hosts(suspects)),
-            known_good=tuple(ordered_hosts(good)),
+            suspects=tuple(in_order(suspects)),
+            known_good=tuple(in_order(good)),
             rounds=self.rounds + 1,
             history=(*self.history, {"groups": [list(g) for g in outcome], "passed": [
                 outcome[g] for g in outcome

@@ -50,9 +50,17 @@ def byes(hosts: Sequence[str], round_pairs: Sequence[Pair]) -> list[str]:
 
 
 def screen_rounds(hosts: Iterable[str]) -> Rounds:
-    """Every host tested once: the first circle round (with an odd count one host sits it out,
-    `byes`)."""
-    return circle_rounds(hosts)[:1]
+    """Every host tested once: the circle schedule's first round (circle_rounds(hosts)[:1],
+    without building the N-2 others; with an odd count one host sits it out, `byes`)."""
+    ring = ordered_hosts(hosts)
+    if len(ring) < 2:
+        return []
+    last = len(ring) - 1 + len(ring) % 2  # the placeholder's place with an odd count
+    return [
+        sorted_round(
+            (ring[i], ring[last - i]) for i in range((len(ring) + 1) // 2) if last - i < len(ring)
+        )
+    ]
 
 
 def confirm_rounds(suspects: Sequence[str], known_good: Sequence[str], partners: int = 1) -> Rounds:
