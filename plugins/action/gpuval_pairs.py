@@ -152,7 +152,7 @@ class ActionModule(ActionBase):
             # A dry run has no run folder yet: nothing to judge or plan.
             return {**result, **done}
         try:
-            searched = self._searched(args, task_vars, hosts, active, kinds)
+            searched = _searched(args, task_vars, hosts, active, kinds)
             progress = judge_pairs(
                 run_dir,
                 kinds,
@@ -194,30 +194,6 @@ class ActionModule(ActionBase):
             result["groups"] = progress.groups
         return result
 
-    def _searched(
-        self, args: dict[str, Any], task_vars: dict[str, Any], hosts: list[str],
-        active: set[str], kinds: list[str],
-    ) -> _Search | None:  # fmt: skip
-        """Staged mode's search: new at the start, else as the previous call left it."""
-        from gpuval.plan import group_testing, steps
-
-        if steps.pairs_mode_for(args["mode"], len(hosts)) != "staged" or args["stage"] == "pairs":
-            return None
-        if args["stage"] == "start":
-            if args["partners"] < group_testing.MIN_PARTNERS:
-                raise ValueError(
-                    f"partners must be at least {group_testing.MIN_PARTNERS} (bench_pairs_partners)"
-                )
-            topology = group_testing.topology_of(task_vars.get("hostvars", {}), hosts)
-            search = group_testing.GroupSearch.start(
-                [h for h in hosts if h in active], args["partners"], topology,
-                by_pairs="allreduce" not in kinds,
-            )  # fmt: skip
-            return _Search(search, kinds, started=True)
-        if not args["search"]:
-            raise ValueError("stage search needs the search the previous call returned")
-        return _Search(group_testing.GroupSearch.from_dict(args["search"]), kinds, started=False)
-
     def _plan(self, task_vars: dict[str, Any], hosts: list[str], in_play: set[str]) -> PairPlan:
         """gpuval.plan.pair_plan's plan over the hosts still in play, in the inventory's order."""
         from gpuval.plan.pair_plan import NODE_VARIABLES, NodeFacts, PairPlan, PairSettings
@@ -235,6 +211,31 @@ class ActionModule(ActionBase):
             },
             active,
         )
+
+
+def _searched(
+    args: dict[str, Any], task_vars: dict[str, Any], hosts: list[str],
+    active: set[str], kinds: list[str],
+) -> _Search | None:  # fmt: skip
+    """Staged mode's search: new at the start, else as the previous call left it."""
+    from gpuval.plan import group_testing, steps
+
+    if steps.pairs_mode_for(args["mode"], len(hosts)) != "staged" or args["stage"] == "pairs":
+        return None
+    if args["stage"] == "start":
+        if args["partners"] < group_testing.MIN_PARTNERS:
+            raise ValueError(
+                f"partners must be at least {group_testing.MIN_PARTNERS} (bench_pairs_partners)"
+            )
+        topology = group_testing.topology_of(task_vars.get("hostvars", {}), hosts)
+        search = group_testing.GroupSearch.start(
+            [h for h in hosts if h in active], args["partners"], topology,
+            by_pairs="allreduce" not in kinds,
+        )  # fmt: skip
+        return _Search(search, kinds, started=True)
+    if not args["search"]:
+        raise ValueError("stage search needs the search the previous call returned")
+    return _Search(group_testing.GroupSearch.from_dict(args["search"]), kinds, started=False)
 
 
 class _Search:

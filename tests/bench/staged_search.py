@@ -18,11 +18,13 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import subprocess
 import tempfile
 from pathlib import Path
 
 from gpuval.plan.group_testing import simulate
 from gpuval.plan.steps import pair_step
+from tests.e2e.doubles import VENV_BIN
 from tests.e2e.runs import PlaybookRun, inventory_dir, record, run_playbook
 from tests.simhosts import faults
 from tests.simhosts.fixtures import simulated_hosts
@@ -47,6 +49,12 @@ def pair_rounds_run(run: PlaybookRun) -> int:
 
 
 def flagged(run: PlaybookRun) -> list[str]:
+    """The nodes the report flags (`gpuval report` on the run folder: --tags pairs skips the
+    report play)."""
+    subprocess.run(
+        [str(VENV_BIN / "gpuval"), "report", str(run.run_dir), "--quiet"],
+        capture_output=True, check=False,
+    )  # fmt: skip
     results = run.run_dir / "results.json"
     if not results.is_file():
         return []
@@ -88,16 +96,16 @@ def main() -> None:
                 {**variables, "bench_pairs_mode": mode}, ["--tags", "pairs"],
             )  # fmt: skip
             stages = [int(n) for n in STAGES.findall(run.output)]
-            rounds = pair_rounds_run(run)
+            rounds, nodes = pair_rounds_run(run), flagged(run)
             found[mode] = {
                 "wall_s": round(run.seconds, 1), "pair_rounds": rounds,
-                "search_stages": stages[-1] if stages else None, "flagged": flagged(run),
+                "search_stages": stages[-1] if stages else None, "flagged": nodes,
                 "exit": run.returncode,
             }  # fmt: skip
             record(
                 f"pair phase, {arguments.hosts} hosts, {mode}, {', '.join(arguments.bad)} "
-                f"throttled to {THROTTLE}: {run.seconds:.1f} s, {rounds} pair round(s), flagged "
-                f"{', '.join(flagged(run)) or 'none'} (exit {run.returncode})"
+                f"throttled to {THROTTLE}: {run.seconds:.1f} s, {rounds} pair round(s), the "
+                f"report flags {', '.join(nodes) or 'none'} (exit {run.returncode})"
             )
     found["predicted_staged_rounds"] = predicted.rounds
     print(json.dumps(found, indent=2))
