@@ -232,26 +232,27 @@ def _searched(
             [h for h in hosts if h in active], args["partners"], topology,
             by_pairs="allreduce" not in kinds,
         )  # fmt: skip
-        return _Search(search, kinds, started=True)
+        return _Search(search, kinds, started=True, active=active)
     if not args["search"]:
         raise ValueError("stage search needs the search the previous call returned")
-    return _Search(group_testing.GroupSearch.from_dict(args["search"]), kinds, started=False)
+    search = group_testing.GroupSearch.from_dict(args["search"])
+    return _Search(search, kinds, started=False, active=active)
 
 
 class _Search:
     """Staged mode between two calls: the search, the group steps its last round wrote, and
     what it plans next (gpuval.plan.group_testing)."""
 
-    def __init__(self, search: GroupSearch, kinds: list[str], started: bool) -> None:
+    def __init__(
+        self, search: GroupSearch, kinds: list[str], started: bool, active: set[str]
+    ) -> None:
         from gpuval.plan import steps
 
         self.search, self.kinds, self.started = search, kinds, started
         measured_groups = not started and search.stage == "groups" and not search.by_pairs
-        self.group_steps = (
-            {g[0]: steps.group_allreduce(search.rounds + 1) for g in search.groups()}
-            if measured_groups
-            else {}
-        )
+        name = steps.group_allreduce(search.rounds + 1)
+        leaders = search.leaders(active).values() if measured_groups else []
+        self.group_steps = dict.fromkeys(leaders, name)
 
     def next(
         self, progress: PairProgress, active: set[str], lanes: list[Any],

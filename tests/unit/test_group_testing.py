@@ -214,3 +214,15 @@ def test_a_round_is_recorded_from_what_the_judge_found() -> None:
     assert lost.verdicts() == {"node1": "flagged", "node2": "unconfirmed"}
     assert [len(c.partners) for c in lost.confirmations] == [2, 1]
     assert search_stage(done, ["iperf3"], set(hosts)).mode == "done"
+
+
+def test_a_group_whose_first_node_left_is_judged_by_the_next_one() -> None:
+    hosts = hosts_of(4)
+    search = GroupSearch.start(hosts).record_groups({})
+    active = {"node2", "node3", "node4"}
+    assert search.leaders(active) == {("node1", "node2"): "node2", ("node3", "node4"): "node3"}
+    judged = record_round(search, [], {"node2": True, "node3": False}, active)
+    assert judged.known_good == ("node1", "node2") and judged.suspects == ("node3", "node4")
+    # node1 left the play: it partners no suspect
+    assert {p for c in judged.confirmations for p in c.partners} == {"node2"}
+    assert GroupSearch.start(hosts).leaders(set()) == {}  # nobody left: no leader, it fails

@@ -164,6 +164,13 @@ class GroupSearch:
         """The groups the next round tests, each its own all-nodes run, all at the same time."""
         return [group for group, _ in self.pending]
 
+    def leaders(self, active: set[str]) -> dict[Group, str]:
+        """Each group's first node still in the play: its all-nodes test's output is the step
+        (a group with none left has no leader, and fails)."""
+        return {
+            g: leader for g in self.groups() if (leader := next((h for h in g if h in active), ""))
+        }
+
     def pairs(self) -> list[list[Pair]]:
         """The confirmation pairs still to measure, in rounds of disjoint pairs."""
         todo = [
@@ -182,9 +189,12 @@ class GroupSearch:
                 rounds.append([ordered_pair(suspect, partner)])
         return rounds
 
-    def record_groups(self, passed: Mapping[Group, bool]) -> GroupSearch:
+    def record_groups(
+        self, passed: Mapping[Group, bool], active: set[str] | None = None
+    ) -> GroupSearch:
         """The search after a round of group tests (`passed`: each tested group's outcome; a
-        group left out counts as failed, so nothing is cleared without a measurement)."""
+        group left out counts as failed, so nothing is cleared without a measurement). Only
+        nodes still `active` (default all) become confirmation partners."""
         if not self.pending:
             raise ValueError("no group test is pending")
         outcome = {group: bool(passed.get(group, False)) for group, _ in self.pending}
@@ -217,11 +227,12 @@ class GroupSearch:
                 outcome[g] for g in outcome
             ]}),
         )  # fmt: skip
-        return searched if next_pending else searched._with_confirmations()
+        return searched if next_pending else searched._with_confirmations(active)
 
-    def _with_confirmations(self) -> GroupSearch:
+    def _with_confirmations(self, active: set[str] | None) -> GroupSearch:
         """Each suspect with `partners` distinct known-good partners (as many as there are)."""
-        planned = confirm_rounds(self.suspects, self.known_good, self.partners)
+        good = [h for h in self.known_good if active is None or h in active]
+        planned = confirm_rounds(self.suspects, good, self.partners)
         partners: dict[str, dict[str, bool | None]] = {s: {} for s in self.suspects}
         for pair in (p for round_pairs in planned for p in round_pairs):
             suspect, partner = pair if pair[0] in partners else pair[::-1]
@@ -326,17 +337,18 @@ def record_round(
     search: GroupSearch, latest: Sequence[LatestTry], group_passed: Mapping[str, bool],
     active: set[str],
 ) -> GroupSearch:  # fmt: skip
-    """The search after the round it planned: group tests judged by their first node's all-nodes
-    test (`group_passed`, by that node), pairs by every kind's latest try (`latest`, of the
+    """The search after the round it planned: group tests judged by their leader's all-nodes
+    test (`group_passed`, by leader), pairs by every kind's latest try (`latest`, of the
     round's pairs only). A group or pair without a result failed, unless a host of the pair was
     lost (then the partner no longer counts)."""
     outcomes = pair_outcomes(latest)
     if search.stage == "groups":
+        leaders = search.leaders(active)
         return search.record_groups({
             g: outcomes.get((g[0], g[1]), False) if search.by_pairs
-            else group_passed.get(g[0], False)
+            else group_passed.get(leaders.get(g, ""), False)
             for g in search.groups()
-        })  # fmt: skip
+        }, active)  # fmt: skip
     if search.stage == "confirm":
         return search.record_pairs({
             pair: outcomes.get(pair, False if set(pair) <= active else None)
