@@ -12,8 +12,9 @@ Two modes (bench_pairs_mode; auto picks by node count, gpuval.plan.steps.pairs_m
 Host order and the circle schedule itself live in `gpuval.plan.host_order` (the step registry needs
 them too; this module builds on both).
 
-Between the rounds of the pair phase (the `gpuval_pairs` action plugin): `next_stage` plans what
-runs next, `retry_entries` + `pack_rounds` what runs again to confirm a failure. A planned pair
+Between the rounds of the pair phase (the `gpuval_pairs` action plugin): `all_pairs_stage` (or
+the staged search) plans what runs next as a `NextStage`, `retry_entries` + `pack_rounds` what
+runs again to confirm a failure. A planned pair
 is an `Entry`: its round, hosts, the try number of each kind and the step names it writes.
 
 From a shell:
