@@ -16,7 +16,7 @@ JOBS ?= 2
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .PHONY: run test lint unit system-deps sample-report bench clean ansible-lint syntax-check molecule \
-  collection bench-ansible bench-report \
+  collection bench-ansible bench-staged bench-report \
   test-fixtures
 
 $(STAMP): pyproject.toml
@@ -127,3 +127,9 @@ collection: $(STAMP)
 ## MITOGEN=DIR (pip install --target DIR mitogen) also times a run under Mitogen.
 bench-ansible: $(STAMP) system-deps test-fixtures
 	$(PY) -m tests.bench.ansible_overhead $(if $(MITOGEN),--mitogen $(MITOGEN))
+
+## bench-staged: staged mode (group testing) against all pairs, side by side, on 32 simulated
+## hosts with node7 throttled: wall time, rounds, flagged nodes. HOSTS=N and BAD="node3 node9"
+## change the cluster (not part of make test: 32 hosts hold the machine for a long while).
+bench-staged: $(STAMP) system-deps
+	$(PY) -m tests.bench.staged_search --hosts $(or $(HOSTS),32) --bad $(or $(BAD),node7)

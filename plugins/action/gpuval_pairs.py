@@ -12,7 +12,10 @@ from typing import TYPE_CHECKING, Any
 from ansible.plugins.action import ActionBase
 
 if TYPE_CHECKING:
+    from gpuval.plan.group_testing import GroupSearch
     from gpuval.plan.pair_plan import PairPlan
+    from gpuval.plan.pair_rounds import NextStage
+    from gpuval.plugin_api import PairProgress
 
 DOCUMENTATION = r"""
 ---
@@ -22,16 +25,19 @@ description:
   - Runs in the controller process between the rounds of the pair phase; reads the controller's
     run folder (C(run.json), C(raw/<host>/)) as collected so far. Never connects to a node.
   - Judging is gpuval's (C(gpuval.plugin_api.judge_pairs), the report's own pair analysis);
-    planning is C(gpuval.plan.pair_rounds) (C(next_stage), C(retry_entries), C(pack_rounds)).
+    planning is C(gpuval.plan.pair_rounds) (all pairs, C(retry_entries), C(pack_rounds)) and,
+    in staged mode, C(gpuval.plan.group_testing) (screen, bisect, confirm).
   - Returns the latest try of every measurement (RV(pairs)), the pairs to run again
-    (RV(retry_rounds)), the next stage (RV(next)), the all-nodes test's outcome and the MPI
-    preflight's. Every planned entry is C({round, a, b, tries, steps, peers, lanes}), with the try
-    number of each kind and the step names it writes (gpuval.plan.steps).
+    (RV(retry_rounds)), the next stage (RV(next)), the MPI preflight's outcome and, in staged
+    mode, the search (RV(search), handed back with O(search) after each of its rounds), the
+    stages it may still take (RV(search_rounds_left)) and the group tests' outcomes
+    (RV(groups)). Every planned entry is C({round, a, b, tries, steps, peers, lanes}), with the
+    try number of each kind and the step names it writes (gpuval.plan.steps).
   - With O(commands), also what the nodes run (C(gpuval.plan.pair_plan)), that is the kinds
     that run and why the others do not (RV(kinds), RV(skip_reasons), RV(summary)), the rails
     (RV(rdma_rails), RV(hosts_with_rail), RV(rails)), RV(addresses), staged mode's
-    RV(all_nodes_run), and in every entry C(pair), C(hosts) and C(run) (per kind, the commands
-    of both sides).
+    RV(group_runs) (every host's part of its group's all-nodes run), and in every entry
+    C(pair), C(hosts) and C(run) (per kind, the commands of both sides).
 options:
   run_dir:
     description: The controller's run folder (reports/<run-id>).
@@ -47,15 +53,20 @@ options:
     type: list
     elements: str
   mode:
-    description: all-pairs or staged.
+    description: all-pairs, staged, or auto (all pairs up to 8 hosts, staged above).
     type: str
-    choices: [all-pairs, staged]
-    default: all-pairs
+    choices: [auto, all-pairs, staged]
+    default: auto
   stage:
-    description: What has just finished (start, all-nodes, screen, pairs).
+    description:
+      - What has just finished. start, nothing; search, the round staged mode's O(search)
+        planned; pairs, the rounds of all pairs (nothing follows them).
     type: str
-    choices: [start, all-nodes, screen, pairs]
+    choices: [start, search, pairs]
     default: pairs
+  search:
+    description: Staged mode's search as the previous call returned it (RV(search)).
+    type: dict
   kinds:
     description: Pair kinds of this run (without O(commands); with it the plan's).
     type: list
@@ -68,12 +79,10 @@ options:
   max_tries: {description: Tries per measurement, the first included., type: int, default: 3}
   thresholds: {description: gpuval thresholds JSON (pair_low_fraction)., type: path}
   parallel: {description: False puts every pair in a round of its own., type: bool, default: true}
-  partners: {description: Known-good partners per suspect (staged)., type: int, default: 1}
-  all_nodes_host:
-    description:
-      - Host holding the all-nodes test (default the first host, with O(commands) the first
-        host still in the play in the inventory's order, the one the plan runs it on).
-    type: str
+  partners:
+    description: Partners that passed per suspect (staged; at least 2).
+    type: int
+    default: 2
   commands:
     description:
       - Plan what the nodes run (C(gpuval.plan.pair_plan)) from the role's C(bench_pairs_*)
@@ -90,12 +99,9 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "run_dir": {"type": "path", "required": True},
     "hosts": {"type": "list", "elements": "str", "required": True},
     "active_hosts": {"type": "list", "elements": "str"},
-    "mode": {"type": "str", "choices": ["all-pairs", "staged"], "default": "all-pairs"},
-    "stage": {
-        "type": "str",
-        "choices": ["start", "all-nodes", "screen", "pairs"],
-        "default": "pairs",
-    },
+    "mode": {"type": "str", "choices": ["auto", "all-pairs", "staged"], "default": "auto"},
+    "stage": {"type": "str", "choices": ["start", "search", "pairs"], "default": "pairs"},
+    "search": {"type": "dict"},
     "kinds": {
         "type": "list",
         "elements": "str",
@@ -106,8 +112,7 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "max_tries": {"type": "int", "default": 3},
     "thresholds": {"type": "path"},
     "parallel": {"type": "bool", "default": True},
-    "partners": {"type": "int", "default": 1},
-    "all_nodes_host": {"type": "str"},
+    "partners": {"type": "int", "default": 2},
     "commands": {"type": "bool", "default": False},
 }
 
@@ -116,19 +121,19 @@ class ActionModule(ActionBase):
     _supports_check_mode = True
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
-        from gpuval.plan import pair_rounds
-        from gpuval.plan.host_order import ordered_hosts
+        from gpuval.plan import pair_rounds, steps
         from gpuval.plugin_api import judge_pairs
 
         task_vars = task_vars or {}
         result: dict[str, Any] = super().run(tmp, task_vars)
         _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
-        if args["max_tries"] < 1 or args["partners"] < 1:
-            return {**result, "failed": True, "msg": "max_tries and partners must be at least 1"}
+        if args["max_tries"] < 1:
+            return {**result, "failed": True, "msg": "max_tries must be at least 1"}
         run_dir = Path(args["run_dir"])
         hosts = args["hosts"]
         in_play = args["active_hosts"] if args["active_hosts"] is not None else hosts
         active = set(in_play)
+        mode = steps.pairs_mode_for(args["mode"], len(hosts))
         plan = self._plan(task_vars, hosts, active) if args["commands"] else None
         kinds = plan.kinds if plan else args["kinds"]
         lanes = plan.lanes if plan else []
@@ -138,7 +143,7 @@ class ActionModule(ActionBase):
             "mpi_preflight": {"found": False, "ok": None, "failed_hosts": [], "reason": ""},
         }  # fmt: skip
         if plan:
-            result.update(plan.facts(), summary=plan.summary(args["mode"], args["parallel"]))
+            result.update(plan.facts(), summary=plan.summary(mode, args["parallel"]))
             if args["stage"] == "start" and (not kinds or len(hosts) < 2):
                 return {**result, **done}
         if not run_dir.is_dir():
@@ -146,33 +151,22 @@ class ActionModule(ActionBase):
                 return {**result, "failed": True, "msg": f"run folder {run_dir} does not exist"}
             # A dry run has no run folder yet: nothing to judge or plan.
             return {**result, **done}
-        all_nodes_host = None
-        if args["stage"] == "all-nodes":
-            first = plan.active[:1] if plan else ordered_hosts(hosts)[:1]
-            all_nodes_host = args["all_nodes_host"] or (first[0] if first else None)
         try:
+            searched = _searched(args, task_vars, hosts, active, kinds)
             progress = judge_pairs(
                 run_dir,
                 kinds,
                 Path(args["thresholds"]) if args["thresholds"] else None,
                 args["rounds"],
-                all_nodes_host,
+                group_steps=searched.group_steps if searched else None,
             )
-            planned = pair_rounds.next_stage(
-                args["stage"],
-                args["mode"],
-                hosts,
-                kinds,
-                active,
-                latest=progress.latest,
-                used_rounds=progress.used_rounds,
-                all_nodes_passed=bool(
-                    progress.all_nodes and progress.all_nodes["status"] == "pass"
-                ),
-                partners=args["partners"],
-                lanes=lanes,
-            )
-        except ValueError as problem:  # a host list the schedule refuses (duplicates, '--')
+            if searched is not None:
+                planned = searched.next(progress, active, lanes, result, plan)
+            elif mode == "all-pairs" and args["stage"] == "start":
+                planned = pair_rounds.all_pairs_stage(hosts, kinds, active, lanes)
+            else:
+                planned = pair_rounds.NextStage("done")
+        except ValueError as problem:  # a host list the plan refuses (duplicates, '--'), a mode
             return {**result, "failed": True, "msg": str(problem)}
         retries: list[Any] = pair_rounds.one_pair_per_round(
             pair_rounds.pack_rounds(
@@ -185,8 +179,6 @@ class ActionModule(ActionBase):
         if plan:
             retries = plan.rounds_with_commands(retries)
             next_stage["rounds"] = plan.rounds_with_commands(next_stage["rounds"])
-            if planned.mode == "all-nodes":
-                result["all_nodes_run"] = plan.all_nodes_run()
         result.update(
             changed=False,
             pairs=progress.details,
@@ -197,8 +189,8 @@ class ActionModule(ActionBase):
             next=next_stage,
             mpi_preflight=progress.mpi_preflight,
         )
-        if progress.all_nodes is not None:
-            result["all_nodes"] = progress.all_nodes
+        if progress.groups:
+            result["groups"] = progress.groups
         return result
 
     def _plan(self, task_vars: dict[str, Any], hosts: list[str], in_play: set[str]) -> PairPlan:
@@ -218,3 +210,71 @@ class ActionModule(ActionBase):
             },
             active,
         )
+
+
+def _searched(
+    args: dict[str, Any], task_vars: dict[str, Any], hosts: list[str],
+    active: set[str], kinds: list[str],
+) -> _Search | None:  # fmt: skip
+    """Staged mode's search: new at the start, else as the previous call left it."""
+    from gpuval.plan import group_testing, steps
+
+    if steps.pairs_mode_for(args["mode"], len(hosts)) != "staged" or args["stage"] == "pairs":
+        return None
+    if args["stage"] == "start":
+        if args["partners"] < group_testing.MIN_PARTNERS:
+            raise ValueError(
+                f"partners must be at least {group_testing.MIN_PARTNERS} (bench_pairs_partners)"
+            )
+        topology = group_testing.topology_of(task_vars.get("hostvars", {}), hosts)
+        search = group_testing.GroupSearch.start(
+            [h for h in hosts if h in active], args["partners"], topology,
+            by_pairs="allreduce" not in kinds,
+        )  # fmt: skip
+        return _Search(search, kinds, started=True, active=active)
+    if not args["search"]:
+        raise ValueError("stage search needs the search the previous call returned")
+    search = group_testing.GroupSearch.from_dict(args["search"])
+    return _Search(search, kinds, started=False, active=active)
+
+
+class _Search:
+    """Staged mode between two calls: the search, the group steps its last round wrote, and
+    what it plans next (gpuval.plan.group_testing)."""
+
+    def __init__(
+        self, search: GroupSearch, kinds: list[str], started: bool, active: set[str]
+    ) -> None:
+        from gpuval.plan import steps
+
+        self.search, self.kinds, self.started = search, kinds, started
+        measured_groups = not started and search.stage == "groups" and not search.by_pairs
+        name = steps.group_allreduce(search.rounds + 1)
+        leaders = search.leaders(active).values() if measured_groups else []
+        self.group_steps = dict.fromkeys(leaders, name)
+
+    def next(
+        self, progress: PairProgress, active: set[str], lanes: list[Any],
+        result: dict[str, Any], plan: PairPlan | None,
+    ) -> NextStage:  # fmt: skip
+        """Record the round just run (not at the start), plan the next; `result` gets the
+        search, the stages it may still take and, for group tests, every host's part."""
+        from gpuval.plan import group_testing, steps
+
+        search = self.search
+        if not self.started:
+            passed = {h: o["status"] == "pass" for h, o in progress.groups.items()}
+            search = group_testing.record_round(search, progress.latest, passed, active)
+        planned = group_testing.search_stage(
+            search, self.kinds, active, progress.used_rounds, lanes
+        )
+        result["search"] = search.to_dict()
+        result["search_rounds_left"] = group_testing.rounds_left(search)
+        if planned.mode == "groups" and plan:
+            name = steps.group_allreduce(search.rounds + 1)
+            result["group_runs"] = {
+                host: part
+                for g in planned.groups
+                for host, part in plan.all_nodes_run(g, name).items()
+            }
+        return planned

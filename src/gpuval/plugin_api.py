@@ -4,7 +4,8 @@ The plugins run inside ansible-playbook's own process and import this module dir
 the only module of the Ansible side that reaches into the judge (the run folder reader, the
 pair analysis, the thresholds, the report pipeline), so a move of those is fixed here:
 - `judge_pairs`: the latest try of every pair measurement gathered so far, as the report would
-  judge it, with the MPI preflight's and the all-nodes test's outcomes (between pair rounds);
+  judge it, with the MPI preflight's and the group (all-nodes) tests' outcomes (between pair
+  rounds);
 - `render_report`: `gpuval report` on a run folder, its verdict and what it printed;
 - `preflight_facts` / `version_problems`: the facts later roles need, read from preflight
   probe outputs by gpuval's parsers, and the cross-host version rule;
@@ -56,8 +57,9 @@ class PairProgress:
     latest: list[LatestTry]
     mpi_preflight: dict[str, Any]
     used_rounds: int
-    all_nodes: dict[str, str] | None = None
     details: list[dict[str, Any]] = field(default_factory=list)
+    # Group tests (staged mode), by their first node: status pass/fail/missing and why.
+    groups: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 def _latest_tries(analysis: Any, rounds: Sequence[int] | None) -> list[dict[str, Any]]:
@@ -98,12 +100,13 @@ def _mpi_preflight_outcome(files: Sequence[Any], run_dir: Path) -> dict[str, Any
     }
 
 
-def _all_nodes_outcome(files: Sequence[Any], host: str, run_dir: Path) -> dict[str, str]:
+def _all_nodes_outcome(
+    files: Sequence[Any], host: str, run_dir: Path, name: str = steps.ALLNODES_ALLREDUCE
+) -> dict[str, str]:
     from gpuval.checks.cluster import allnodes_bench_checks
     from gpuval.checks.thresholds import DEFAULTS
     from gpuval.evidence import all_nodes_runs, parsed_files
 
-    name = steps.ALLNODES_ALLREDUCE
     mine = [f for f in files if f.host == host and f.step == name]
     if not mine:
         return {"status": "missing", "reason": f"no {name} output from {host}"}
@@ -125,10 +128,11 @@ def judge_pairs(
     kinds: Sequence[str],
     thresholds_file: Path | None = None,
     rounds: Sequence[int] | None = None,
-    all_nodes_host: str | None = None,
+    group_steps: Mapping[str, str] | None = None,
 ) -> PairProgress:
     """Judge the pair tries in the controller's run folder, as the report will (same
-    thresholds file, same expected steps); `rounds` limits the judgement to those rounds."""
+    thresholds file, same expected steps); `rounds` limits the judgement to those rounds;
+    `group_steps`: the all-nodes test steps of staged mode's group tests, by first node."""
     from gpuval.checks.pairs import PairThresholds, analyse_pairs
     from gpuval.checks.thresholds import load_thresholds
     from gpuval.evidence import pair_evidence
@@ -149,10 +153,11 @@ def judge_pairs(
         latest=latest,
         mpi_preflight=_mpi_preflight_outcome(folder.files, run_dir),
         used_rounds=max((t.round for t in analysis.tries), default=0),
-        all_nodes=_all_nodes_outcome(folder.files, all_nodes_host, run_dir)
-        if all_nodes_host
-        else None,
         details=details,
+        groups={
+            host: _all_nodes_outcome(folder.files, host, run_dir, name)
+            for host, name in (group_steps or {}).items()
+        },
     )
 
 

@@ -25,8 +25,8 @@ from gpuval.checks.pairs import PairThresholds, analyse_pairs
 from gpuval.checks.thresholds import DEFAULTS
 from gpuval.evidence import build_evidence
 from gpuval.parsers import infiniband, iperf3, nccl_tests, perftest, sysfs_net
+from gpuval.plan.group_testing import GroupSearch
 from gpuval.plan.host_order import Pair, Rounds, circle_rounds, ordered_pair
-from gpuval.plan.pair_rounds import screen_rounds, staged_plan
 from gpuval.plan.steps import RdmaLane, RunPlan, expected_steps, pair_step_name
 from gpuval.records.base import ParseResult
 from gpuval.records.nccl import NcclHalf, NcclRow, NcclRun
@@ -169,10 +169,11 @@ def staged_folder(made: Templates, count: int = 1024) -> tuple[RunFolder, set[st
     """The run folder, and its slow nodes."""
     hosts = [f"gpu-{i:04d}" for i in range(1, count + 1)]
     slow = set(hosts[7::97])  # 11 slow nodes among 1,024
-    screen = screen_rounds(hosts)
+    search = GroupSearch.start(hosts, by_pairs=True)  # the screen by pairs, then confirmation
+    screen: list[list[Pair]] = [[(a, b) for a, b in search.groups()]]
     speed = _speed(slow, next(p for p in screen[0] if not slow & set(p)))
     outcomes = {pair: speed(*pair) >= DEFAULTS.pair_low_fraction for r in screen for pair in r}
-    confirm = staged_plan(hosts, False, outcomes).rounds
+    confirm = search.record_groups(dict(outcomes)).pairs()
     files = _host_files(made, hosts) + _round_files(made, screen, 1, speed)
     files += _round_files(made, confirm, len(screen) + 1, speed)
     return _folder(hosts, files, {}), slow  # staged mode knows no pair in advance

@@ -381,3 +381,15 @@ def test_all_nodes_run_ranks_every_node_in_inventory_order(allreduce: str) -> No
     ]  # fmt: skip
     assert parts["node10"]["leader"] and not parts["node3"]["leader"]
     assert all("skip_reason" not in p for p in parts.values())
+
+
+def test_a_group_test_ranks_its_own_nodes_under_its_first() -> None:
+    nodes = {f"node{i}": node(f"a{i}") for i in range(1, 5)}
+    parts = plan(nodes).all_nodes_run(["node3", "node4", "node9"], steps.group_allreduce(2))
+    assert list(parts) == ["node3", "node4"]  # node9 is not in the play
+    assert [p["name"] for p in parts.values()] == [
+        "allnodes-allreduce-g2", "peer-allnodes-allreduce-g2",
+    ]  # fmt: skip
+    assert parts["node4"]["command"][3:7] == [
+        "--nnodes=2", "--nproc-per-node=8", "--node-rank=1", "--master-addr=a3",
+    ]  # fmt: skip

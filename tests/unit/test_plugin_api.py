@@ -140,12 +140,13 @@ def test_render_report_keeps_gpuval_quiet_and_gives_the_verdict(
 def test_judge_pairs_of_an_empty_run_plans_nothing_to_repeat(tmp_path: Path) -> None:
     (tmp_path / "raw").mkdir()
     (tmp_path / "run.json").write_text(json.dumps({"run_id": "t", "hosts": ["a", "b"]}))
-    progress = plugin_api.judge_pairs(tmp_path, ["iperf3"], all_nodes_host="a")
+    group_steps = {"a": "allnodes-allreduce", "b": "allnodes-allreduce-g2"}
+    progress = plugin_api.judge_pairs(tmp_path, ["iperf3"], group_steps=group_steps)
     assert progress.latest == [] and progress.used_rounds == 0
     assert progress.mpi_preflight["found"] is False
-    assert progress.all_nodes == {
-        "status": "missing",
-        "reason": "no allnodes-allreduce output from a",
+    assert progress.groups == {
+        "a": {"status": "missing", "reason": "no allnodes-allreduce output from a"},
+        "b": {"status": "missing", "reason": "no allnodes-allreduce-g2 output from b"},
     }
 
 

@@ -1,4 +1,5 @@
-"""Pair schedules: every pair once in disjoint rounds; staged screening and confirmation."""
+"""Pair schedules: every pair once in disjoint rounds; staged mode's screening and confirmation
+rounds (the search itself: test_group_testing)."""
 
 from __future__ import annotations
 
@@ -10,17 +11,16 @@ import pytest
 from gpuval.plan import pair_rounds, steps
 from gpuval.plan.pair_rounds import (
     LatestTry,
+    all_pairs_stage,
+    byes,
     circle_rounds,
     confirm_rounds,
     entry,
-    next_stage,
     one_pair_per_round,
     pack_rounds,
     pair_outcomes,
     retry_entries,
     screen_rounds,
-    split_screen,
-    staged_plan,
 )
 
 
@@ -61,17 +61,11 @@ def test_too_few_and_bad_hosts() -> None:
 def test_screen_tests_every_host_once_in_disjoint_pairs(count: int) -> None:
     hosts = hosts_of(count)
     rounds = screen_rounds(hosts)
-    tested = sorted({h for pairs in rounds for pair in pairs for h in pair})
-    assert tested == sorted(hosts)
-    assert len(rounds) == (1 if count % 2 == 0 else 2)
-    for pairs in rounds:
-        busy = [h for pair in pairs for h in pair]
-        assert len(busy) == len(set(busy))
-
-
-def test_split_screen_suspects_are_hosts_of_failed_pairs() -> None:
-    outcomes = {("a", "b"): True, ("c", "d"): False, ("e", "a"): False}
-    assert split_screen(outcomes) == (["a", "c", "d", "e"], ["b"])
+    assert len(rounds) == 1
+    busy = [h for pair in rounds[0] for h in pair]
+    assert len(busy) == len(set(busy))
+    left_out = byes(hosts, rounds[0])
+    assert sorted(busy + left_out) == sorted(hosts) and len(left_out) == count % 2
 
 
 @pytest.mark.parametrize(("suspects", "good", "partners"), [
@@ -103,26 +97,6 @@ def test_confirm_rejects_a_host_in_both_lists() -> None:
         confirm_rounds(["a"], ["a", "b"])
 
 
-def test_staged_plan_stages() -> None:
-    hosts = hosts_of(6)
-    assert staged_plan(hosts, all_nodes_passed=True).mode == "done"
-    screen = staged_plan(hosts, all_nodes_passed=False)
-    assert screen.mode == "screen" and screen.rounds == screen_rounds(hosts)
-    outcomes = {pair: pair != ("node2", "node5") for pair in screen.rounds[0]}
-    confirm = staged_plan(hosts, False, outcomes)
-    assert confirm.mode == "confirm"
-    assert confirm.suspects == ["node2", "node5"]
-    assert confirm.known_good == ["node1", "node3", "node4", "node6"]
-    assert confirm.rounds == [[("node1", "node2"), ("node3", "node5")]]
-    everyone_failed = staged_plan(hosts, False, dict.fromkeys(screen.rounds[0], False))
-    assert everyone_failed.mode == "all-pairs" and everyone_failed.rounds == circle_rounds(hosts)
-
-
-def test_staged_plan_rejects_pairs_of_unknown_hosts() -> None:
-    with pytest.raises(ValueError, match="not in --hosts"):
-        staged_plan(["a", "b"], False, {("a", "x"): False})
-
-
 def test_cli_prints_rounds_and_flat_pairs(capsys: pytest.CaptureFixture[str]) -> None:
     assert pair_rounds.main(["rounds", "--hosts", "d", "c", "b", "a"]) == 0
     document = json.loads(capsys.readouterr().out)
@@ -132,14 +106,9 @@ def test_cli_prints_rounds_and_flat_pairs(capsys: pytest.CaptureFixture[str]) ->
     assert document["rounds"][0] == [["a", "d"], ["b", "c"]]
 
 
-def test_cli_staged_confirm_and_bad_pair(capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["staged", "--hosts", "a", "b", "c", "d", "--all-nodes", "fail"]
-    assert pair_rounds.main([*argv, "--failed", "a--b", "--passed", "c--d"]) == 0
-    document = json.loads(capsys.readouterr().out)
-    assert (document["mode"], document["suspects"]) == ("confirm", ["a", "b"])
-    assert document["pairs"] == [{"round": 1, "a": "a", "b": "c"}, {"round": 1, "a": "b", "b": "d"}]
-    assert pair_rounds.main([*argv, "--failed", "ab"]) == 2
-    assert "HOST--HOST" in capsys.readouterr().err
+def test_cli_refuses_a_bad_host_list(capsys: pytest.CaptureFixture[str]) -> None:
+    assert pair_rounds.main(["rounds", "--hosts", "a", "a"]) == 2
+    assert "more than once" in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------ between the rounds
@@ -202,32 +171,14 @@ def test_retry_entries_repeat_failed_and_low_tries_while_tries_and_hosts_are_lef
     ]
 
 
-def test_next_stage_all_pairs_and_staged() -> None:
+def test_all_pairs_stage_numbers_rounds_from_one_and_drops_lost_hosts() -> None:
     hosts = ["n1", "n2", "n3", "n4"]
-    start = next_stage("start", "all-pairs", hosts, ["iperf3"], set(hosts))
+    start = all_pairs_stage(hosts, ["iperf3"], set(hosts))
     assert start.mode == "all-pairs" and len(start.rounds) == 3
+    assert [e["round"] for r in start.rounds for e in r] == [1, 1, 2, 2, 3, 3]
     assert all(e["tries"] == {"iperf3": 1} for r in start.rounds for e in r)
-    without_n4 = next_stage("start", "all-pairs", hosts, ["iperf3"], {"n1", "n2", "n3"})
+    without_n4 = all_pairs_stage(hosts, ["iperf3"], {"n1", "n2", "n3"})
     assert all("n4" not in (e["a"], e["b"]) for r in without_n4.rounds for e in r)
-    assert next_stage("start", "staged", hosts, ["iperf3"], set(hosts)).mode == "all-nodes"
-    passed = next_stage(
-        "all-nodes", "staged", hosts, ["allreduce"], set(hosts), all_nodes_passed=True
-    )
-    assert passed.mode == "done" and passed.rounds == []
-    screen = next_stage("all-nodes", "staged", hosts, ["iperf3"], set(hosts), used_rounds=0)
-    assert screen.mode == "screen"
-    assert [(e["round"], e["a"], e["b"]) for r in screen.rounds for e in r] == [
-        (1, "n1", "n4"), (1, "n2", "n3"),
-    ]  # fmt: skip
-    screened = [latest("iperf3", "n1", "n4", "ok"), latest("iperf3", "n2", "n3", "low")]
-    confirm = next_stage(
-        "screen", "staged", hosts, ["iperf3"], set(hosts), latest=screened, used_rounds=1
-    )
-    assert (confirm.mode, confirm.suspects, confirm.known_good) == (
-        "confirm", ["n2", "n3"], ["n1", "n4"],
-    )  # fmt: skip
-    assert {e["round"] for r in confirm.rounds for e in r} == {2}
-    assert next_stage("pairs", "all-pairs", hosts, ["iperf3"], set(hosts)).mode == "done"
 
 
 def test_pair_outcomes_pass_only_when_every_kind_passed() -> None:

@@ -324,25 +324,27 @@ class PairPlan:
             "--iterations", str(s.allreduce_iterations), "--warmup", str(s.allreduce_warmup),
         ]  # fmt: skip
 
-    def all_nodes_run(self) -> dict[str, dict[str, Any]]:
-        """Staged mode's all-nodes all-reduce: per host its part (every active host under one
-        torchrun, node rank = its place; the first host's output is the step). Without the
-        allreduce kind only the first host records the step as skipped."""
-        if not self.active:
+    def all_nodes_run(
+        self, group: Sequence[str] | None = None, name: str = steps.ALLNODES_ALLREDUCE
+    ) -> dict[str, dict[str, Any]]:
+        """Staged mode's all-nodes all-reduce over `group` (default every active host): per host
+        its part (the group's active hosts under one torchrun, node rank = its place; the first
+        host's output is the step `name`). Without the allreduce kind only the first host
+        records the step as skipped."""
+        members = [h for h in group if h in self.active] if group is not None else self.active
+        if not members:
             return {}
-        leader = self.active[0]
+        leader = members[0]
         timeout = self.settings.allreduce_timeout_s
         skip = self.skipped["allreduce"]
         parts: dict[str, dict[str, Any]] = {}
-        for rank, host in enumerate(self.active):
+        for rank, host in enumerate(members):
             if skip and host != leader:
                 continue
             part: dict[str, Any] = {
                 "leader": host == leader,
-                "name": steps.ALLNODES_ALLREDUCE
-                if host == leader
-                else steps.peer(steps.ALLNODES_ALLREDUCE),
-                "command": self.torchrun(host, len(self.active), rank, leader),
+                "name": name if host == leader else steps.peer(name),
+                "command": self.torchrun(host, len(members), rank, leader),
                 "env": self.env(host),
                 "timeout": timeout,
                 "task_timeout": timeout + 60,

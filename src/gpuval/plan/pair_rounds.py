@@ -1,31 +1,27 @@
 """Which pairs of hosts to test, and in which rounds.
 
-Two modes:
+Two modes (bench_pairs_mode; auto picks by node count, gpuval.plan.steps.pairs_mode_for):
 - all pairs (`circle_rounds`): the round-robin "circle" schedule. Every unordered pair exactly
   once; within a round the pairs are disjoint, so all of them run at the same time without a
   host serving two tests. N-1 rounds for even N, N rounds for odd N (each host sits one out).
   SuperBench runs its pair-wise traffic patterns in the same n-1 parallel rounds.
-- staged (`staged_plan`), for big clusters where all pairs cost too much (232 nodes: 26,796
-  pairs): test all nodes together first; only when that fails, screen with one round of
-  disjoint pairs (`screen_rounds`, every host tested once); the hosts of failed screening pairs
-  are suspects, and each suspect is then paired with hosts that passed (`confirm_rounds`),
-  as Google's cluster-health-scanner and NVIDIA's cluster readiness tests do.
+- staged, for big clusters where all pairs cost too much (232 nodes: 26,796 pairs): group
+  testing (gpuval.plan.group_testing), built on this module's `screen_rounds` (every host
+  tested once, in disjoint pairs) and `confirm_rounds` (each suspect with hosts that passed).
 
 Host order and the circle schedule itself live in `gpuval.plan.host_order` (the step registry needs
 them too; this module builds on both).
 
-Between the rounds of the pair phase (the `gpuval_pairs` action plugin): `next_stage` plans what
-runs next, `retry_entries` + `pack_rounds` what runs again to confirm a failure. A planned pair
+Between the rounds of the pair phase (the `gpuval_pairs` action plugin): `all_pairs_stage` (or
+the staged search) plans what runs next as a `NextStage`, `retry_entries` + `pack_rounds` what
+runs again to confirm a failure. A planned pair
 is an `Entry`: its round, hosts, the try number of each kind and the step names it writes.
 
 From a shell:
   python -m gpuval.plan.pair_rounds rounds --hosts a b c d
-  python -m gpuval.plan.pair_rounds staged --hosts a b c d --all-nodes fail
-  python -m gpuval.plan.pair_rounds staged --hosts a b c d --all-nodes fail \
-      --failed a--b --passed c--d
-Each prints one JSON document: {"mode", "hosts", "suspects", "known_good", "rounds":
-[[["a","b"], ...], ...], "pairs": [{"round": 1, "a": "a", "b": "b"}, ...]} (`pairs` is the
-same schedule flattened for a `loop:`; rounds are numbered from 1).
+prints one JSON document: {"mode", "hosts", "rounds": [[["a","b"], ...], ...], "pairs":
+[{"round": 1, "a": "a", "b": "b"}, ...]} (`pairs` is the same schedule flattened for a
+`loop:`; rounds are numbered from 1).
 """
 
 from __future__ import annotations
@@ -39,17 +35,13 @@ from typing import Literal, TypedDict
 
 from gpuval.plan import steps
 from gpuval.plan.host_order import (
-    PAIR_SEPARATOR,
     Pair,
     Rounds,
     circle_rounds,
-    natural_key,
     ordered_hosts,
     ordered_pair,
     sorted_round,
 )
-
-Mode = Literal["done", "all-pairs", "screen", "confirm"]
 
 
 def byes(hosts: Sequence[str], round_pairs: Sequence[Pair]) -> list[str]:
@@ -59,24 +51,17 @@ def byes(hosts: Sequence[str], round_pairs: Sequence[Pair]) -> list[str]:
 
 
 def screen_rounds(hosts: Iterable[str]) -> Rounds:
-    """Every host tested once: the first circle round; with an odd count the host left out meets
-    the first other host in a second round."""
-    ordered = ordered_hosts(hosts)
-    rounds = circle_rounds(ordered)[:1]
-    if rounds:
-        left_out = byes(ordered, rounds[0])
-        if left_out:
-            partner = next(h for h in ordered if h != left_out[0])
-            rounds.append([ordered_pair(partner, left_out[0])])
-    return rounds
-
-
-def split_screen(outcomes: Mapping[Pair, bool]) -> tuple[list[str], list[str]]:
-    """(suspects, known good) from screening pair outcomes (True: passed). A host of a failed
-    pair is a suspect even if another pair of it passed: a good partner can hide nothing."""
-    suspects = {h for pair, passed in outcomes.items() if not passed for h in pair}
-    good = {h for pair, passed in outcomes.items() if passed for h in pair} - suspects
-    return sorted(suspects, key=natural_key), sorted(good, key=natural_key)
+    """Every host tested once: the circle schedule's first round (circle_rounds(hosts)[:1],
+    without building the N-2 others; with an odd count one host sits it out, `byes`)."""
+    ring = ordered_hosts(hosts)
+    if len(ring) < 2:
+        return []
+    last = len(ring) - 1 + len(ring) % 2  # the placeholder's place with an odd count
+    return [
+        sorted_round(
+            (ring[i], ring[last - i]) for i in range((len(ring) + 1) // 2) if last - i < len(ring)
+        )
+    ]
 
 
 def confirm_rounds(suspects: Sequence[str], known_good: Sequence[str], partners: int = 1) -> Rounds:
@@ -107,52 +92,20 @@ def confirm_rounds(suspects: Sequence[str], known_good: Sequence[str], partners:
     return rounds
 
 
-@dataclass(frozen=True)
-class StagePlan:
-    """What to run next in staged mode, and why."""
-
-    mode: Mode
-    hosts: list[str]
-    rounds: Rounds
-    suspects: list[str] = field(default_factory=list)
-    known_good: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "mode": self.mode,
-            "hosts": self.hosts,
-            "suspects": self.suspects,
-            "known_good": self.known_good,
-            "rounds": [[list(pair) for pair in pairs] for pairs in self.rounds],
-            "pairs": [
-                {"round": number, "a": a, "b": b}
-                for number, pairs in enumerate(self.rounds, start=1)
-                for a, b in pairs
-            ],
-        }
-
-
-def staged_plan(
-    hosts: Iterable[str],
-    all_nodes_passed: bool,
-    screen_outcomes: Mapping[Pair, bool] | None = None,
-    partners: int = 1,
-) -> StagePlan:
-    """The next stage: nothing when the all-nodes test passed; else the screening round; with
-    its outcomes, the confirmation rounds (all pairs when no screening pair passed, since
-    there is then no known-good host to pair suspects with)."""
+def schedule_document(hosts: Iterable[str]) -> dict[str, object]:
+    """The all-pairs schedule as the command line prints it."""
     ordered = ordered_hosts(hosts)
-    if all_nodes_passed:
-        return StagePlan("done", ordered, [])
-    if screen_outcomes is None:
-        return StagePlan("screen", ordered, screen_rounds(ordered))
-    unknown = sorted({h for pair in screen_outcomes for h in pair} - set(ordered))
-    if unknown:
-        raise ValueError(f"screening pair(s) name host(s) not in --hosts: {', '.join(unknown)}")
-    suspects, good = split_screen(screen_outcomes)
-    if suspects and not good:
-        return StagePlan("all-pairs", ordered, circle_rounds(ordered), suspects, good)
-    return StagePlan("confirm", ordered, confirm_rounds(suspects, good, partners), suspects, good)
+    rounds = circle_rounds(ordered)
+    return {
+        "mode": "all-pairs",
+        "hosts": ordered,
+        "rounds": [[list(pair) for pair in pairs] for pairs in rounds],
+        "pairs": [
+            {"round": number, "a": a, "b": b}
+            for number, pairs in enumerate(rounds, start=1)
+            for a, b in pairs
+        ],
+    }
 
 
 # ------------------------------------------------------------------ between the rounds
@@ -275,96 +228,48 @@ def pair_outcomes(latest: Sequence[LatestTry]) -> dict[Pair, bool]:
     return outcomes
 
 
-Stage = Literal["start", "all-nodes", "screen", "pairs"]
-
-
 @dataclass(frozen=True)
 class NextStage:
-    """What the pair phase runs next; mode done, all-nodes, all-pairs, screen or confirm."""
+    """What the pair phase runs next. mode: done; all-pairs or pairs (`rounds` of entries);
+    groups (each of `groups` one all-nodes run, all at the same time). Staged mode also says
+    who is suspected and who passed."""
 
-    mode: str
+    mode: Literal["done", "all-pairs", "pairs", "groups"]
     rounds: list[list[Entry]] = field(default_factory=list)
+    groups: list[list[str]] = field(default_factory=list)
     suspects: list[str] = field(default_factory=list)
     known_good: list[str] = field(default_factory=list)
 
 
-def next_stage(
-    stage: Stage,
-    mode: Literal["all-pairs", "staged"],
-    hosts: Sequence[str],
-    kinds: Sequence[str],
-    active: set[str],
-    *,
-    latest: Sequence[LatestTry] = (),
-    used_rounds: int = 0,
-    all_nodes_passed: bool = False,
-    partners: int = 1,
+def all_pairs_stage(
+    hosts: Sequence[str], kinds: Sequence[str], active: set[str],
     lanes: Sequence[steps.RdmaLane] = (),
-) -> NextStage:
-    """The stage after `stage`: start -> all pairs (all-pairs mode) or the all-nodes test
-    (staged); all-nodes -> done or screening; screen -> confirmation; pairs -> done. Round
-    numbers go on from `used_rounds`, so every try of the run has its own step name."""
-    if stage == "start":
-        if mode == "staged":
-            return NextStage("all-nodes")
-        return NextStage(
-            "all-pairs", schedule_entries(circle_rounds(hosts), 1, kinds, active, lanes)
-        )
-    if stage == "all-nodes":
-        plan = staged_plan(hosts, all_nodes_passed)
-    elif stage == "screen":
-        plan = staged_plan(hosts, False, pair_outcomes(latest), partners)
-    else:
-        return NextStage("done")
-    return NextStage(
-        plan.mode,
-        schedule_entries(plan.rounds, used_rounds + 1, kinds, active, lanes),
-        plan.suspects,
-        [h for h in plan.known_good if h in active],
-    )
-
-
-def parse_pair(text: str) -> Pair:
-    a, separator, b = text.partition(PAIR_SEPARATOR)
-    if not separator or not a or not b or PAIR_SEPARATOR in b:
-        raise ValueError(f"pair {text!r} must be written HOST{PAIR_SEPARATOR}HOST")
-    return ordered_pair(a, b)
+) -> NextStage:  # fmt: skip
+    """Every pair of the circle schedule, rounds numbered from 1."""
+    return NextStage("all-pairs", schedule_entries(circle_rounds(hosts), 1, kinds, active, lanes))
 
 
 def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m gpuval.plan.pair_rounds", description="Pair-test schedules as JSON."
+        prog="python -m gpuval.plan.pair_rounds",
+        description="Pair-test schedules as JSON (group testing: python -m "
+        "gpuval.plan.group_testing).",
+        epilog="example: python -m gpuval.plan.pair_rounds rounds --hosts a b c d",
     )
     commands = parser.add_subparsers(dest="command", required=True)
     rounds = commands.add_parser("rounds", help="all pairs in rounds of disjoint pairs")
     rounds.add_argument("--hosts", nargs="+", required=True)
-    staged = commands.add_parser("staged", help="the next stage of a staged (screened) test")
-    staged.add_argument("--hosts", nargs="+", required=True)
-    staged.add_argument("--all-nodes", choices=("pass", "fail"), required=True)
-    staged.add_argument("--passed", nargs="*", default=None, metavar="A--B")
-    staged.add_argument("--failed", nargs="*", default=None, metavar="A--B")
-    staged.add_argument("--partners", type=int, default=1, help="known-good partners per suspect")
     return parser.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = _arguments(argv)
     try:
-        if arguments.command == "rounds":
-            hosts = ordered_hosts(arguments.hosts)
-            plan = StagePlan("all-pairs", hosts, circle_rounds(hosts))
-        else:
-            outcomes: dict[Pair, bool] | None = None
-            if arguments.passed is not None or arguments.failed is not None:
-                outcomes = {parse_pair(p): True for p in arguments.passed or []}
-                outcomes.update({parse_pair(p): False for p in arguments.failed or []})
-            plan = staged_plan(
-                arguments.hosts, arguments.all_nodes == "pass", outcomes, arguments.partners
-            )
+        document = schedule_document(arguments.hosts)
     except ValueError as problem:
         print(f"gpuval.plan.pair_rounds: {problem}", file=sys.stderr)
         return 2
-    print(json.dumps(plan.to_dict(), indent=2))
+    print(json.dumps(document, indent=2))
     return 0
 
 

@@ -13,6 +13,8 @@ back with `pair_step` and `failed_phase`. Shapes:
     internode-nccl-<collective>           nccl-tests across all nodes, on the first node
     mpi-preflight                         mpirun across all nodes, on the first node
     allnodes-allreduce                    staged mode's all-nodes test, on the first node
+    allnodes-allreduce-g<round>           staged mode's group tests of a later round, on the
+                                          first node of each group (gpuval.plan.group_testing)
     pair-<kind>-r<round>-<a>--<b>-try<k>  pair tests (kind iperf3 | allreduce | nccl)
     pair-rdma-rail<i>-<memory>-r<round>-<a>--<b>-try<k>
                                           ib_write_bw on rail i (the i-th HCA of both nodes),
@@ -38,6 +40,10 @@ P2P = "p2pBandwidthLatencyTest"
 MPI_PREFLIGHT = "mpi-preflight"
 ALLNODES_ALLREDUCE = "allnodes-allreduce"
 INTERNODE_PREFIX = "internode-"
+# bench_pairs_mode: auto is all pairs up to this many nodes (N-1 rounds are cheap there and test
+# every link), group testing (staged) above it.
+PAIRS_MODES = ("auto", "all-pairs", "staged")
+ALL_PAIRS_UP_TO = 8
 PAIR_KINDS = ("iperf3", "allreduce", "nccl", "rdma")
 # Pair kinds with a process of their own on the second host (mpirun starts nccl's ranks itself).
 PEER_KINDS = ("iperf3", "allreduce", "rdma")
@@ -187,6 +193,20 @@ def failed_phase(name: str) -> str | None:
     return phase if name.startswith(FAILED_PREFIX) and phase in PHASES else None
 
 
+def pairs_mode_for(mode: str, hosts: int) -> str:
+    """The pair phase's mode for this many nodes: all-pairs or staged (auto decides by count)."""
+    if mode not in PAIRS_MODES:
+        raise ValueError(f"bench_pairs_mode must be one of {', '.join(PAIRS_MODES)}, not {mode!r}")
+    if mode == "auto":
+        return "all-pairs" if hosts <= ALL_PAIRS_UP_TO else "staged"
+    return mode
+
+
+def group_allreduce(round_number: int) -> str:
+    """A group test's step on its first node: the screen (round 1) is the all-nodes test."""
+    return ALLNODES_ALLREDUCE if round_number <= 1 else f"{ALLNODES_ALLREDUCE}-g{round_number}"
+
+
 def peer(name: str) -> str:
     """Where the second side of a pair or all-nodes test writes (never collected)."""
     return PEER_PREFIX + name.removeprefix("pair-")
@@ -280,7 +300,7 @@ class RunPlan:
     intranode_collectives: tuple[str, ...] = COLLECTIVES
     intranode_p2p: bool = True
     internode_collectives: tuple[str, ...] = COLLECTIVES
-    pairs_mode: str = "all-pairs"
+    pairs_mode: str = "auto"  # auto | all-pairs | staged (pairs_mode_for)
     pairs_iperf3: bool = True
     pairs_allreduce: str = "auto"  # auto | required | false
     pairs_nccl: str = "auto"
@@ -334,6 +354,8 @@ def _plan_value(attribute: str, value: Any) -> Any:
         return _positive_count(PLAN_VARIABLES[attribute], value)
     if attribute in ("pairs_allreduce", "pairs_nccl"):
         return "false" if not _truth(value) else str(value)
+    if attribute == "pairs_mode":
+        pairs_mode_for(str(value), 0)  # refuses a mode it does not know
     if attribute == "health_level" and str(value) not in HEALTH_LEVELS:
         raise ValueError(f"health_level must be one of {', '.join(HEALTH_LEVELS)}, not {value!r}")
     return str(value)
@@ -370,10 +392,11 @@ def expected_steps(
     steps; the first host the internode collectives; in all-pairs mode with two hosts or more,
     try 1 of every scheduled pair, on the pair's first host: iperf3 both ways when on, the
     all-reduce and nccl pairs only when "required" ("auto" may skip them on nodes without torch
-    or GPUs). Staged mode knows no pair in advance. The health phase: its passive probes before
-    and after the benchmarks, and with a health_level the GEMM burn and DCGM diagnostics (each
-    recorded as skipped where the node cannot run it); nvbandwidth is left out, as it runs only
-    at the levels that ask for it and with a binary built."""
+    or GPUs). Staged mode (auto above ALL_PAIRS_UP_TO nodes) knows no pair in advance. The
+    health phase: its passive probes before and after the benchmarks, and with a health_level
+    the GEMM burn and DCGM diagnostics (each recorded as skipped where the node cannot run it);
+    nvbandwidth is left out, as it runs only at the levels that ask for it and with a binary
+    built."""
     wanted = set(phases)
     unknown = wanted - set(PLANNED_PHASES)
     if unknown:
@@ -395,7 +418,8 @@ def expected_steps(
     }
     if hosts and "internode" in wanted:
         expected[hosts[0]] += [internode_nccl(c) for c in plan.internode_collectives]
-    if "pairs" not in wanted or plan.pairs_mode != "all-pairs" or len(hosts) < 2:
+    all_pairs = pairs_mode_for(plan.pairs_mode, len(hosts)) == "all-pairs"
+    if "pairs" not in wanted or not all_pairs or len(hosts) < 2:
         return expected
     kinds = (["iperf3"] if plan.pairs_iperf3 else []) + [
         kind for kind in ("allreduce", "nccl") if getattr(plan, f"pairs_{kind}") == "required"

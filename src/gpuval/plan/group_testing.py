@@ -1,0 +1,477 @@
+"""Group testing: find the bad nodes of a big cluster in a few rounds instead of all pairs.
+
+All pairs costs N-1 rounds (1,023 at 1,024 nodes). Group testing, as NVIDIA's Cluster Readiness
+Engine and Google's cluster-health-scanner do it, costs rounds in the logarithm of N:
+
+1. screen: every node in one group test (an all-nodes collective); a pass ends the search;
+2. bisect: a failing group is split in two halves, and every half of a round is tested at the
+   same time, each as a group of its own; a failing half is split again. A half of one node
+   cannot be tested alone: it is a suspect. A failing group whose halves all pass hides a fault
+   between its halves (a link, an uplink) that only pairs place: all its nodes are suspects;
+3. confirm: each suspect is paired with `partners` (at least two) distinct nodes that passed a
+   group test, in rounds of disjoint pairs. Only a suspect that failed with every one of them is
+   flagged; one that passed with every one is cleared; any other is unconfirmed (never flagged
+   on one measurement, never a pass either).
+
+Where the inventory knows the topology (`gpuval_switch`, or `gpuval_rack`), a split keeps the
+nodes under one switch together, so a bad uplink fails one half and not both.
+
+A search is a `GroupSearch` value: `tests()` says what the next round runs, `record(outcomes)`
+gives the search after it (pure; `to_dict`/`from_dict` carry it between Ansible tasks).
+`simulate` plays a search to its end against a set of bad nodes and counts the rounds.
+
+From a shell (one JSON document; --bad names the nodes a simulated test fails with):
+  python -m gpuval.plan.group_testing simulate --count 32 --bad node7
+  python -m gpuval.plan.group_testing simulate --count 1024 --bad node1 node600 --switch-size 32
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from gpuval.plan import steps
+from gpuval.plan.host_order import Pair, natural_key, ordered_hosts, ordered_pair
+from gpuval.plan.pair_rounds import (
+    LatestTry,
+    NextStage,
+    byes,
+    confirm_rounds,
+    pair_outcomes,
+    schedule_entries,
+    screen_rounds,
+)
+
+Group = tuple[str, ...]
+Stage = Literal["groups", "confirm", "done"]
+# Fewer partners than this confirm nothing: one failed pair may be the partner's or the link's.
+MIN_PARTNERS = 2
+# Inventory variables naming the switch (leaf) or rack a node hangs under, first found wins.
+TOPOLOGY_VARIABLES = ("gpuval_switch", "gpuval_rack")
+
+
+def in_order(hosts: Iterable[str]) -> list[str]:
+    """Hosts of a search in natural order (checked once, at its start, by ordered_hosts)."""
+    return sorted(hosts, key=natural_key)
+
+
+def topology_of(hostvars: Mapping[str, Mapping[str, Any]], hosts: Iterable[str]) -> dict[str, str]:
+    """Each host's switch (or rack) from its inventory variables; hosts without one are left out."""
+    found: dict[str, str] = {}
+    for host in hosts:
+        variables = hostvars.get(host, {})
+        name = next((variables[v] for v in TOPOLOGY_VARIABLES if variables.get(v)), None)
+        if name is not None:
+            found[host] = str(name)
+    return found
+
+
+def split(group: Sequence[str], switch_of: Mapping[str, str] | None = None) -> tuple[Group, Group]:
+    """Two halves of a group (the first the larger when the count is odd). Nodes under one switch
+    stay together while the group spans several switches (whole switches go to the lighter half,
+    biggest first); within one switch, or without a topology, the halves follow host order."""
+    ordered = in_order(group)
+    if len(ordered) < 2:
+        raise ValueError(f"a group of {len(ordered)} node(s) cannot be split")
+    known = {h: s for h in ordered if (s := (switch_of or {}).get(h))}
+    units: dict[str, list[str]] = {}
+    for host in ordered:
+        # Among nodes of known switches, a node of no known switch is a unit of its own.
+        units.setdefault(known.get(host, f"\0{host}"), []).append(host)
+    if not known or len(units) == 1:
+        middle = (len(ordered) + 1) // 2
+        return tuple(ordered[:middle]), tuple(ordered[middle:])
+    halves: tuple[list[str], list[str]] = ([], [])
+    for unit in sorted(units.values(), key=lambda u: (-len(u), natural_key(u[0]))):
+        lighter = halves[0] if len(halves[0]) <= len(halves[1]) else halves[1]
+        lighter.extend(unit)
+    first, second = (tuple(in_order(h)) for h in halves)
+    return (first, second) if len(first) >= len(second) else (second, first)
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    """A suspect's confirmation pairs: partner -> passed (None until measured)."""
+
+    suspect: str
+    partners: dict[str, bool | None]
+
+    @property
+    def verdict(self) -> Literal["flagged", "cleared", "unconfirmed", "pending"]:
+        outcomes = list(self.partners.values())
+        if any(o is None for o in outcomes):
+            return "pending"
+        if len(outcomes) < MIN_PARTNERS or any(outcomes) != all(outcomes):
+            return "unconfirmed"
+        return "cleared" if all(outcomes) else "flagged"
+
+
+@dataclass(frozen=True)
+class GroupSearch:
+    """Where a group-testing search stands. `pending`: the groups the next round tests, each
+    with the group it was split from (None for the screen); `rounds`: rounds run so far;
+    `by_pairs`: the screen is one round of disjoint pairs, each a group of two measured by the
+    pair tests (where no all-nodes test can run); a node it leaves out is a suspect."""
+
+    hosts: Group
+    partners: int = MIN_PARTNERS
+    switch_of: Mapping[str, str] = field(default_factory=dict)
+    pending: tuple[tuple[Group, Group | None], ...] = ()
+    suspects: Group = ()
+    known_good: Group = ()
+    confirmations: tuple[Confirmation, ...] = ()
+    rounds: int = 0
+    history: tuple[dict[str, Any], ...] = ()
+    by_pairs: bool = False
+
+    @classmethod
+    def start(
+        cls, hosts: Iterable[str], partners: int = MIN_PARTNERS,
+        switch_of: Mapping[str, str] | None = None, by_pairs: bool = False,
+    ) -> GroupSearch:  # fmt: skip
+        """The search before its screen (nothing to test below two nodes)."""
+        if partners < MIN_PARTNERS:
+            raise ValueError(
+                f"partners must be at least {MIN_PARTNERS}: a node is never flagged on one "
+                f"unconfirmed pair, not {partners}"
+            )
+        ordered = tuple(ordered_hosts(hosts))
+        topology = {h: s for h, s in (switch_of or {}).items() if h in ordered}
+        if len(ordered) < 2:
+            return cls(ordered, partners, topology, by_pairs=by_pairs)
+        if not by_pairs:
+            return cls(ordered, partners, topology, ((ordered, None),))
+        first = screen_rounds(ordered)[0]
+        return cls(
+            ordered, partners, topology, tuple((pair, None) for pair in first),
+            suspects=tuple(byes(ordered, first)), by_pairs=True,
+        )  # fmt: skip
+
+    @property
+    def stage(self) -> Stage:
+        if self.pending:
+            return "groups"
+        if any(c.verdict == "pending" for c in self.confirmations):
+            return "confirm"
+        return "done"
+
+    def groups(self) -> list[Group]:
+        """The groups the next round tests, each its own all-nodes run, all at the same time."""
+        return [group for group, _ in self.pending]
+
+    def leaders(self, active: set[str]) -> dict[Group, str]:
+        """Each group's first node still in the play: its all-nodes test's output is the step
+        (a group with none left has no leader, and fails)."""
+        return {
+            g: leader for g in self.groups() if (leader := next((h for h in g if h in active), ""))
+        }
+
+    def pairs(self) -> list[list[Pair]]:
+        """The confirmation pairs still to measure, in rounds of disjoint pairs."""
+        todo = [
+            (c.suspect, partner)
+            for c in self.confirmations
+            for partner, passed in c.partners.items()
+            if passed is None
+        ]
+        rounds: list[list[Pair]] = []
+        for suspect, partner in todo:
+            for round_pairs in rounds:
+                if not {suspect, partner} & {h for pair in round_pairs for h in pair}:
+                    round_pairs.append(ordered_pair(suspect, partner))
+                    break
+            else:
+                rounds.append([ordered_pair(suspect, partner)])
+        return rounds
+
+    def record_groups(
+        self, passed: Mapping[Group, bool], active: set[str] | None = None
+    ) -> GroupSearch:
+        """The search after a round of group tests (`passed`: each tested group's outcome; a
+        group left out counts as failed, so nothing is cleared without a measurement). Only
+        nodes still `active` (default all) become confirmation partners."""
+        if not self.pending:
+            raise ValueError("no group test is pending")
+        outcome = {group: bool(passed.get(group, False)) for group, _ in self.pending}
+        good = set(self.known_good) | {h for g, ok in outcome.items() if ok for h in g}
+        suspects = set(self.suspects)
+        next_pending: list[tuple[Group, Group]] = []
+        children: dict[Group, list[Group]] = {}
+        for group, parent in self.pending:
+            if parent is not None:
+                children.setdefault(parent, []).append(group)
+            if outcome[group]:
+                continue
+            for half in split(group, self.switch_of):
+                if len(half) == 1:
+                    suspects.update(half)
+                else:
+                    next_pending.append((half, group))
+        # A failed parent whose tested halves all passed: the fault lies between the halves.
+        for parent, halves in children.items():
+            if len(halves) == 2 and all(outcome[h] for h in halves):
+                suspects.update(parent)
+        good -= suspects
+        searched = replace(
+            self,
+            pending=tuple(next_pending),
+            suspects=tuple(in_order(suspects)),
+            known_good=tuple(in_order(good)),
+            rounds=self.rounds + 1,
+            history=(*self.history, {"groups": [list(g) for g in outcome], "passed": [
+                outcome[g] for g in outcome
+            ]}),
+        )  # fmt: skip
+        return searched if next_pending else searched._with_confirmations(active)
+
+    def _with_confirmations(self, active: set[str] | None) -> GroupSearch:
+        """Each suspect with `partners` distinct known-good partners (as many as there are)."""
+        good = [h for h in self.known_good if active is None or h in active]
+        planned = confirm_rounds(self.suspects, good, self.partners)
+        partners: dict[str, dict[str, bool | None]] = {s: {} for s in self.suspects}
+        for pair in (p for round_pairs in planned for p in round_pairs):
+            suspect, partner = pair if pair[0] in partners else pair[::-1]
+            partners[suspect][partner] = None
+        return replace(
+            self, confirmations=tuple(Confirmation(s, partners[s]) for s in self.suspects)
+        )
+
+    def record_pairs(self, passed: Mapping[Pair, bool | None]) -> GroupSearch:
+        """The search after a round of confirmation pairs (`passed` by pair, either order; a
+        pair that ran and left no result is the caller's False; None: the pair could not run,
+        a host was lost, and the partner no longer counts). Pairs not given stay pending."""
+        outcome = {ordered_pair(*pair): ok for pair, ok in passed.items()}
+        confirmations = tuple(
+            Confirmation(c.suspect, {
+                partner: outcome.get(pair, ok) if ok is None else ok
+                for partner, ok in c.partners.items()
+                for pair in [ordered_pair(c.suspect, partner)]
+                if ok is not None or pair not in outcome or outcome[pair] is not None
+            })
+            for c in self.confirmations
+        )  # fmt: skip
+        return replace(
+            self,
+            confirmations=confirmations,
+            rounds=self.rounds + 1,
+            history=(*self.history, {"pairs": [list(p) for p in outcome], "passed": list(
+                outcome.values()
+            )}),
+        )  # fmt: skip
+
+    def verdicts(self) -> dict[str, str]:
+        """Per suspect: flagged, cleared, unconfirmed or pending."""
+        return {c.suspect: c.verdict for c in self.confirmations}
+
+    def flagged(self) -> list[str]:
+        return [c.suspect for c in self.confirmations if c.verdict == "flagged"]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "hosts": list(self.hosts),
+            "partners": self.partners,
+            "switch_of": dict(self.switch_of),
+            "stage": self.stage,
+            "pending": [
+                {"group": list(g), "parent": list(p) if p else None} for g, p in self.pending
+            ],
+            "suspects": list(self.suspects),
+            "known_good": list(self.known_good),
+            "confirmations": [
+                {"suspect": c.suspect, "partners": c.partners, "verdict": c.verdict}
+                for c in self.confirmations
+            ],
+            "flagged": self.flagged(),
+            "rounds": self.rounds,
+            "history": list(self.history),
+            "by_pairs": self.by_pairs,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> GroupSearch:
+        """A search as `to_dict` wrote it (the computed keys stage, flagged are ignored)."""
+        return cls(
+            hosts=tuple(data["hosts"]),
+            partners=int(data["partners"]),
+            switch_of=dict(data.get("switch_of") or {}),
+            pending=tuple(
+                (tuple(p["group"]), tuple(p["parent"]) if p["parent"] else None)
+                for p in data["pending"]
+            ),
+            suspects=tuple(data["suspects"]),
+            known_good=tuple(data["known_good"]),
+            confirmations=tuple(
+                Confirmation(c["suspect"], dict(c["partners"])) for c in data["confirmations"]
+            ),
+            rounds=int(data["rounds"]),
+            history=tuple(data.get("history") or ()),
+            by_pairs=bool(data.get("by_pairs")),
+        )
+
+
+def split_depth(group: Sequence[str], switch_of: Mapping[str, str] | None = None) -> int:
+    """Group rounds a group can cost, its own test included: its halves are split further down
+    to groups of two (the splits do not depend on outcomes, so this is exact)."""
+    if len(group) < 2:
+        return 0
+    return 1 + max(split_depth(half, switch_of) for half in split(group, switch_of))
+
+
+def rounds_left(search: GroupSearch) -> int:
+    """At most this many more stages: the group rounds still possible, then the confirmation
+    (its pair rounds run as one stage)."""
+    # Screened by pairs: a failed pair's nodes are suspects at once, nothing is split.
+    depth = max(
+        (1 if search.by_pairs else split_depth(g, search.switch_of) for g in search.groups()),
+        default=0,
+    )
+    return depth + int(search.stage != "done")
+
+
+def record_round(
+    search: GroupSearch, latest: Sequence[LatestTry], group_passed: Mapping[str, bool],
+    active: set[str],
+) -> GroupSearch:  # fmt: skip
+    """The search after the round it planned: group tests judged by their leader's all-nodes
+    test (`group_passed`, by leader), pairs by every kind's latest try (`latest`, of the
+    round's pairs only). A group or pair without a result failed, unless a host of the pair was
+    lost (then the partner no longer counts)."""
+    outcomes = pair_outcomes(latest)
+    if search.stage == "groups":
+        leaders = search.leaders(active)
+        return search.record_groups({
+            g: outcomes.get((g[0], g[1]), False) if search.by_pairs
+            else group_passed.get(leaders.get(g, ""), False)
+            for g in search.groups()
+        }, active)  # fmt: skip
+    if search.stage == "confirm":
+        return search.record_pairs({
+            pair: outcomes.get(pair, False if set(pair) <= active else None)
+            for pairs in search.pairs()
+            for pair in pairs
+        })  # fmt: skip
+    return search
+
+
+def search_stage(
+    search: GroupSearch, kinds: Sequence[str], active: set[str], used_rounds: int = 0,
+    lanes: Sequence[steps.RdmaLane] = (),
+) -> NextStage:  # fmt: skip
+    """What the pair phase runs for the search's next tests: its groups (each an all-nodes run),
+    or pairs as entries of every kind, numbered on from `used_rounds`."""
+    suspects = list(search.suspects)
+    good = [h for h in search.known_good if h in active]
+    if search.stage == "done":
+        return NextStage("done", suspects=suspects, known_good=good)
+    if search.stage == "groups" and not search.by_pairs:
+        groups = [list(g) for g in search.groups()]
+        return NextStage("groups", groups=groups, suspects=suspects, known_good=good)
+    pairs = (
+        [[ordered_pair(g[0], g[1]) for g in search.groups()]]
+        if search.stage == "groups"
+        else search.pairs()
+    )
+    rounds = schedule_entries(pairs, used_rounds + 1, kinds, active, lanes)
+    return NextStage("pairs", rounds, suspects=suspects, known_good=good)
+
+
+def worst_rounds(count: int, bad: int = 1) -> int:
+    """The bound the search is held to: 2*log2(N)+2 rounds with one bad node (the screen, at most
+    two rounds a halving, the confirmation), four more for each further one."""
+    if count < 2:
+        return 0
+    return 2 * math.ceil(math.log2(count)) + 2 + 4 * max(bad - 1, 0)
+
+
+@dataclass(frozen=True)
+class Played:
+    """A search played to its end: rounds of each stage, and what it flagged."""
+
+    rounds: int
+    group_rounds: int
+    pair_rounds: int
+    group_tests: int
+    pair_tests: int
+    flagged: list[str]
+    verdicts: dict[str, str]
+
+
+def simulate(
+    hosts: Iterable[str], bad: Iterable[str], partners: int = MIN_PARTNERS,
+    switch_of: Mapping[str, str] | None = None, by_pairs: bool = False,
+) -> Played:  # fmt: skip
+    """Play a search where a test (group or pair) fails exactly when it holds a bad node."""
+    broken = set(bad)
+    search = GroupSearch.start(hosts, partners, switch_of, by_pairs)
+    unknown = broken - set(search.hosts)
+    if unknown:
+        raise ValueError(f"bad node(s) not among the hosts: {', '.join(sorted(unknown))}")
+    group_rounds = pair_rounds = group_tests = pair_tests = 0
+    while search.stage != "done":
+        if search.stage == "groups":
+            groups = search.groups()
+            group_rounds, group_tests = group_rounds + 1, group_tests + len(groups)
+            search = search.record_groups({g: not broken & set(g) for g in groups})
+        else:
+            first_round = search.pairs()[0]
+            pair_rounds, pair_tests = pair_rounds + 1, pair_tests + len(first_round)
+            search = search.record_pairs({p: not broken & set(p) for p in first_round})
+    return Played(
+        search.rounds, group_rounds, pair_rounds, group_tests, pair_tests, search.flagged(),
+        search.verdicts(),
+    )  # fmt: skip
+
+
+def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m gpuval.plan.group_testing",
+        description="Play a group-testing search against simulated bad nodes; print its rounds.",
+        epilog="example: python -m gpuval.plan.group_testing simulate --count 32 --bad node7",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    simulated = commands.add_parser("simulate", help="play a search to its end, count rounds")
+    who = simulated.add_mutually_exclusive_group(required=True)
+    who.add_argument("--hosts", nargs="+", help="host names")
+    who.add_argument("--count", type=int, help="node1 ... nodeN")
+    simulated.add_argument("--bad", nargs="*", default=[], help="nodes every test of theirs fails")
+    simulated.add_argument("--partners", type=int, default=MIN_PARTNERS)
+    simulated.add_argument(
+        "--switch-size", type=int, default=0, help="nodes per switch, in host order (0: unknown)"
+    )
+    simulated.add_argument(
+        "--by-pairs", action="store_true", help="screen with disjoint pairs (no all-nodes test)"
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    arguments = _arguments(argv)
+    hosts = arguments.hosts or [f"node{i}" for i in range(1, arguments.count + 1)]
+    size = arguments.switch_size
+    switch_of = (
+        {h: f"switch{i // size + 1}" for i, h in enumerate(ordered_hosts(hosts))} if size else {}
+    )
+    try:
+        played = simulate(hosts, arguments.bad, arguments.partners, switch_of, arguments.by_pairs)
+    except ValueError as problem:
+        print(f"gpuval.plan.group_testing: {problem}", file=sys.stderr)
+        return 2
+    document = {
+        "hosts": len(hosts),
+        "bad": arguments.bad,
+        "rounds": played.rounds,
+        "bound": worst_rounds(len(hosts), max(len(arguments.bad), 1)),
+        "all_pairs_rounds": len(hosts) - 1 if len(hosts) % 2 == 0 else len(hosts),
+        **{k: v for k, v in vars(played).items() if k != "rounds"},
+    }
+    print(json.dumps(document, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+"""`make bench-staged`: staged mode (group testing) against all pairs on simulated hosts.
+
+acceptance.yml's pair phase (iperf3 pairs only) on N simulated hosts (default 32) with one or
+more nodes throttled, once in staged mode and once in all-pairs mode, side by side on the same
+cluster after one install run. For each: wall time, rounds (staged: the search's stages, pair
+rounds counted one by one; all pairs: N-1), the nodes the report flags, and, for staged, what
+the planner predicted (gpuval.plan.group_testing.simulate with the same bad nodes).
+
+Without torch on the nodes the staged screen is one round of disjoint pairs (the group
+all-reduce needs torch and judges correctness, not bandwidth). Not part of `make test`: 32
+hosts take the machine for a long while. Run from the repository root as root:
+  python -m tests.bench.staged_search                        # 32 hosts, node7 throttled
+  python -m tests.bench.staged_search --hosts 4 --bad node3  # the path, quickly
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import tempfile
+from pathlib import Path
+
+from gpuval.plan.group_testing import simulate
+from gpuval.plan.steps import pair_step
+from tests.e2e.doubles import VENV_BIN
+from tests.e2e.runs import PlaybookRun, inventory_dir, record, run_playbook
+from tests.simhosts import faults
+from tests.simhosts.fixtures import simulated_hosts
+
+# A throttle far below what a healthy pair of simulated hosts measures (several Gbit/s).
+THROTTLE = "100mbit"
+PAIRS_ONLY: dict[str, object] = {
+    "bench_pairs_allreduce": False,
+    "bench_pairs_max_tries": 2,
+    "gpuval_network_interface": "eth0",
+    "report_fail_play": False,
+}
+STAGES = re.compile(r"staged search, (\d+) stage\(s\)")
+
+
+def pair_rounds_run(run: PlaybookRun) -> int:
+    """Distinct pair rounds of first tries (repeats run within their stage)."""
+    return len({
+        step.round for path in run.run_dir.glob("raw/*/pair-*.meta.json")
+        if (step := pair_step(path.name.removesuffix(".meta.json"))) and step.attempt == 1
+    })  # fmt: skip
+
+
+def flagged(run: PlaybookRun) -> list[str]:
+    """The nodes the report flags (`gpuval report` on the run folder: --tags pairs skips the
+    report play)."""
+    subprocess.run(
+        [str(VENV_BIN / "gpuval"), "report", str(run.run_dir), "--quiet"],
+        capture_output=True, check=False,
+    )  # fmt: skip
+    results = run.run_dir / "results.json"
+    if not results.is_file():
+        return []
+    checks = json.loads(results.read_text())["checks"]
+    return sorted({
+        c["host"] for c in checks if c["check_id"].endswith(".node") and c["status"] == "fail"
+    })  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], epilog="example: python -m tests.bench.staged_search"
+    )
+    parser.add_argument("--hosts", type=int, default=32)
+    parser.add_argument("--bad", nargs="+", default=["node7"], help="nodes to throttle")
+    parser.add_argument("--iperf3-seconds", type=int, default=2)
+    arguments = parser.parse_args()
+    names = [f"node{i}" for i in range(1, arguments.hosts + 1)]
+    predicted = simulate(names, arguments.bad, by_pairs=True)
+    variables = {**PAIRS_ONLY, "bench_pairs_iperf3_seconds": arguments.iperf3_seconds}
+    found: dict[str, object] = {"hosts": arguments.hosts, "bad": arguments.bad}
+    with (
+        tempfile.TemporaryDirectory(prefix="gpuval-bench-staged-") as folder,
+        simulated_hosts(arguments.hosts, name="bench-staged") as cluster,
+    ):
+        work = Path(folder)
+        inventory = inventory_dir(cluster, work / "staged")
+        # Install once, healthy: the staged screen passes and nothing more runs.
+        first = run_playbook(
+            "acceptance.yml", inventory, work / "reports", "install",
+            {**variables, "bench_pairs_mode": "staged"},
+        )  # fmt: skip
+        record(f"acceptance.yml, {arguments.hosts} hosts, install run: {first.seconds:.1f} s")
+        for name in arguments.bad:
+            faults.throttle(cluster.host(name), THROTTLE)
+        for mode in ("staged", "all-pairs"):
+            run = run_playbook(
+                "acceptance.yml", inventory, work / "reports", mode,
+                {**variables, "bench_pairs_mode": mode}, ["--tags", "pairs"],
+            )  # fmt: skip
+            stages = [int(n) for n in STAGES.findall(run.output)]
+            rounds, nodes = pair_rounds_run(run), flagged(run)
+            found[mode] = {
+                "wall_s": round(run.seconds, 1), "pair_rounds": rounds,
+                "search_stages": stages[-1] if stages else None, "flagged": nodes,
+                "exit": run.returncode,
+            }  # fmt: skip
+            record(
+                f"pair phase, {arguments.hosts} hosts, {mode}, {', '.join(arguments.bad)} "
+                f"throttled to {THROTTLE}: {run.seconds:.1f} s, {rounds} pair round(s), the "
+                f"report flags {', '.join(nodes) or 'none'} (exit {run.returncode})"
+            )
+    found["predicted_staged_rounds"] = predicted.rounds
+    print(json.dumps(found, indent=2))
+
+
+if __name__ == "__main__":
+    main()
