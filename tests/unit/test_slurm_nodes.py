@@ -101,3 +101,17 @@ def test_bad_output_names_the_command_and_key(text: str, said: str) -> None:
     with pytest.raises(SlurmOutputError) as raised:
         parse_nodes(text, "scontrol show nodes --json")
     assert said in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "scontrol-show-node-gpu1-drained-by-gpuval-oneliner-22.05.txt",
+        "sinfo-n-gpu1-drained-by-gpuval-22.05.json",
+    ],
+)
+def test_a_responding_node_gpuval_drained(name: str) -> None:
+    gpu1 = next(node for node in read(name) if node.name == "gpu1")
+    assert gpu1.states == ("IDLE", "DRAIN", "RESERVED")
+    assert gpu1.reason.startswith("gpuval: nccl-tests.all_reduce.complete (+1 more): ")
+    assert not gpu1.available

@@ -45,10 +45,11 @@ def _reason(checks: list[Check], prefix: str) -> str:
     return drain_reason(prefix, first.check_id + more, first.reason)
 
 
-def _held_by_someone_else(current: SlurmNode | None, prefix: str) -> bool:
-    if current is None or current.available:
-        return False
-    return not is_ours(current.reason, prefix)
+def _held_by_someone_else(current: SlurmNode | None, prefix: str) -> str:
+    """Why Slurm holds the node out for a reason gpuval did not write; "" when it does not."""
+    if current is None or current.available or is_ours(current.reason, prefix):
+        return ""
+    return f"already {'+'.join(current.states)} for another reason ({current.reason!r}): left so"
 
 
 def drain_actions(
@@ -61,14 +62,8 @@ def drain_actions(
     actions = []
     for host, checks in failing_checks(judgement).items():
         node = slurm_names.get(host, host)
-        reason = _reason(checks, prefix)
-        now = current.get(node)
-        if _held_by_someone_else(now, prefix):
-            assert now is not None
-            note = f"already {'+'.join(now.states)} for another reason ({now.reason!r}): left so"
-            actions.append(NodeAction(host, node, False, reason, note))
-        else:
-            actions.append(NodeAction(host, node, True, reason))
+        held = _held_by_someone_else(current.get(node), prefix)
+        actions.append(NodeAction(host, node, not held, _reason(checks, prefix), held))
     return actions
 
 
