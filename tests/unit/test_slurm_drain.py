@@ -39,8 +39,10 @@ def inventory(folder: Path, failing_node: str) -> Path:
     return path
 
 
-def gpuval(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    environment = fake_scontrol.install(folder, OUTPUTS)
+def gpuval(
+    folder: Path, *args: str, json_file: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    environment = fake_scontrol.install(folder, OUTPUTS, json_file)
     environment["PYTHONPATH"] = str(REPO / "src")
     return subprocess.run(
         [sys.executable, "-m", "gpuval", *args],
@@ -87,6 +89,14 @@ def test_resume_gives_back_only_what_gpuval_drained(tmp_path: Path) -> None:
         done.stdout
     )
     assert done.returncode == 1  # a named node stays drained
+
+
+def test_resume_touches_only_the_named_nodes_when_slurm_lists_all(tmp_path: Path) -> None:
+    """A JSON answer listing every node (as 22.05's `sinfo --json -n gpu1` does, played here as
+    scontrol's): gpu4, drained by gpuval but not named, stays as it is."""
+    done = gpuval(tmp_path, "resume", "gpu2", json_file="sinfo-22.05.json")
+    assert (done.returncode, updates(tmp_path)) == (1, [])
+    assert "gpu4" not in done.stdout
 
 
 def test_resume_from_a_run_keeps_the_nodes_it_failed(tmp_path: Path, run_dir: Path) -> None:

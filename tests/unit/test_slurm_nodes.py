@@ -8,7 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from gpuval.slurm.nodes import SlurmNode, SlurmOutputError, gres_gpus, parse_nodes
+from gpuval.slurm.nodes import (
+    SlurmNode,
+    SlurmOutputError,
+    expand_hostlist,
+    gres_gpus,
+    parse_nodes,
+)
 
 OUTPUTS = Path(__file__).parents[1] / "data" / "outputs" / "slurm"
 RECORDED_22_05 = [
@@ -115,3 +121,22 @@ def test_a_responding_node_gpuval_drained(name: str) -> None:
     assert gpu1.states == ("IDLE", "DRAIN", "RESERVED")
     assert gpu1.reason.startswith("gpuval: nccl-tests.all_reduce.complete (+1 more): ")
     assert not gpu1.available
+
+
+@pytest.mark.parametrize(
+    ("hostlist", "names"),
+    [
+        ("gpu[01-03,07]", ["gpu01", "gpu02", "gpu03", "gpu07"]),
+        ("gpu[1-2],cpu1", ["gpu1", "gpu2", "cpu1"]),
+        ("rack[1-2]-n[1-2]", ["rack1-n1", "rack1-n2", "rack2-n1", "rack2-n2"]),
+        ("gpu4", ["gpu4"]),
+    ],
+)
+def test_hostlist_expansion(hostlist: str, names: list[str]) -> None:
+    assert expand_hostlist(hostlist) == names
+
+
+@pytest.mark.parametrize("hostlist", ["gpu[1-2", "gpu[a-b]", "gpu]1["])
+def test_a_bad_hostlist_is_refused(hostlist: str) -> None:
+    with pytest.raises(SlurmOutputError):
+        expand_hostlist(hostlist)

@@ -17,7 +17,7 @@ import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gpuval.slurm.nodes import SlurmNode, SlurmOutputError, parse_nodes
+from gpuval.slurm.nodes import SlurmNode, SlurmOutputError, expand_hostlist, parse_nodes
 
 SCONTROL = "scontrol"
 REASON_PREFIX = "gpuval"
@@ -97,16 +97,21 @@ def _reservation_nodes(name: str) -> str:
 
 def show_nodes(nodelist: str | None = None) -> list[SlurmNode]:
     """`scontrol show nodes [LIST] --json` (Slurm 23.02+), else the one-line text form (22.05's
-    scontrol refuses --json: tests/data/outputs/slurm/)."""
+    scontrol refuses --json: tests/data/outputs/slurm/). Only the nodes LIST names, whatever
+    Slurm printed (a JSON form may list every node, as 22.05's `sinfo --json -n` does)."""
     names = [nodelist] if nodelist else []
     command = [SCONTROL, "show", "nodes", *names, "--json"]
     try:
-        return parse_nodes(run_scontrol(command), f"`{printable(command)}`")
+        nodes = parse_nodes(run_scontrol(command), f"`{printable(command)}`")
     except SlurmCommandError as refused:
         if "json" not in str(refused).lower():  # any other failure is no version matter
             raise
-    command = [SCONTROL, "--oneliner", "show", "nodes", *names]
-    return parse_nodes(run_scontrol(command), f"`{printable(command)}`")
+        command = [SCONTROL, "--oneliner", "show", "nodes", *names]
+        nodes = parse_nodes(run_scontrol(command), f"`{printable(command)}`")
+    if nodelist:
+        wanted = set(expand_hostlist(nodelist))
+        nodes = [node for node in nodes if node.name in wanted]
+    return nodes
 
 
 def query_nodes(query: NodeQuery) -> list[SlurmNode]:
