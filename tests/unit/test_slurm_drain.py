@@ -135,3 +135,11 @@ def test_reasons_are_one_short_unquoted_line(detail: str) -> None:
     assert len(reason) <= REASON_LENGTH
     assert not set(reason) & set("\"'`$\\\n")
     assert reason.startswith("gpuval: nccl-tests.all_reduce.busbw: ")
+
+
+def test_an_inventory_without_hosts_is_refused(tmp_path: Path, run_dir: Path) -> None:
+    broken = tmp_path / "broken.yml"
+    broken.write_text("[x\n")
+    done = gpuval(tmp_path, "drain", str(run_dir), "-i", str(broken), "--dry-run")
+    assert (done.returncode, done.stdout) == (2, "")
+    assert f"gpuval drain: {broken}: Ansible reads no host from it" in done.stderr

@@ -84,22 +84,34 @@ def _slurm_names(inventory: Path | None) -> dict[str, str]:
         return {}
     if not inventory.exists():
         raise ValueError(f"{inventory}: no such inventory file or folder")
+    from ansible.errors import AnsibleError
     from ansible.inventory.manager import InventoryManager
     from ansible.parsing.dataloader import DataLoader
     from ansible.plugins.loader import init_plugin_loader
 
     init_plugin_loader()  # outside ansible-playbook, the plugin loader starts empty
-    hosts = InventoryManager(loader=DataLoader(), sources=[str(inventory)]).get_hosts()
+    try:
+        hosts = InventoryManager(loader=DataLoader(), sources=[str(inventory)]).get_hosts()
+    except AnsibleError as problem:
+        raise ValueError(f"{inventory}: {problem}") from None
+    if not hosts:  # Ansible only warns about an inventory it cannot read
+        raise ValueError(f"{inventory}: Ansible reads no host from it")
     names = {host.name: str(host.vars.get("gpuval_slurm_node") or host.name) for host in hosts}
     return names
 
 
 def _judgement(run_dir: Path) -> RunJudgement:
+    """The run judged as `gpuval report` judges it; ValueError saying why it cannot be."""
+    from gpuval.checks.baseline import BaselineError
     from gpuval.pipeline import judge, resolve_judging
+    from gpuval.runfolder import RunFolderError
 
     if not (run_dir / "run.json").is_file() and not (run_dir / "raw").is_dir():
         raise ValueError(f"{run_dir}: not a run folder (no run.json, no raw/)")
-    return judge(run_dir, resolve_judging(run_dir, None, None, None))
+    try:  # a ProfileError or ThresholdsError is a ValueError already
+        return judge(run_dir, resolve_judging(run_dir, None, None, None))
+    except (RunFolderError, BaselineError) as problem:
+        raise ValueError(str(problem)) from None
 
 
 def _current(names: Sequence[str]) -> dict[str, SlurmNode]:
@@ -135,13 +147,12 @@ def _apply(actions: list[NodeAction], command: str, dry_run: bool) -> int:
 
 
 def drain_command(args: argparse.Namespace) -> int:
-    from gpuval.profile import ProfileError
     from gpuval.slurm import drain
 
     try:
         names = _slurm_names(args.inventory)
         judgement = _judgement(args.run_dir)
-    except (ValueError, ProfileError) as problem:  # a RunFolderError, ThresholdsError too
+    except ValueError as problem:
         return _error("drain", str(problem))
     if judgement.verdict == "error":
         return _error("drain", f"{args.run_dir}: the run could not be judged (verdict error): "
@@ -163,7 +174,6 @@ def drain_command(args: argparse.Namespace) -> int:
 
 
 def resume_command(args: argparse.Namespace) -> int:
-    from gpuval.profile import ProfileError
     from gpuval.slurm import drain
 
     target = Path(args.target)
@@ -180,7 +190,7 @@ def resume_command(args: argparse.Namespace) -> int:
             nodes = [known[name] for name in wanted if name in known]
         else:
             keep, nodes = {}, scontrol.show_nodes(args.target)
-    except (ValueError, ProfileError, scontrol.SlurmCommandError) as problem:
+    except (ValueError, scontrol.SlurmCommandError) as problem:
         return _error("resume", str(problem))  # a SlurmOutputError is a ValueError too
     actions = drain.resume_actions(nodes, keep, args.reason_prefix)
     if _apply(actions, "resume", args.dry_run):
