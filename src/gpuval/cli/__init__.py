@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from gpuval import __version__
 from gpuval.cli.options import change_fraction, count, slug_option
 from gpuval.cli.plan import add_plan_command, plan_command
+from gpuval.cli.slurm import add_slurm_commands, drain_command, resume_command
 from gpuval.files.atomic import OutputError, write_output
 
 if TYPE_CHECKING:
@@ -297,6 +298,7 @@ def build_parser() -> argparse.ArgumentParser:
     parse.add_argument("--indent", type=int, default=2, help="JSON indent (default 2; 0: compact)")
 
     add_plan_command(commands)
+    add_slurm_commands(commands)
     commands.add_parser("tools", help="list the tools whose output gpuval reads")
     return top
 
@@ -552,7 +554,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     handlers = {
         "run": _run, "report": _report, "history": _history, "compare": _compare,
         "baseline": _baseline, "prune": _prune, "profile": _profile, "parse": _parse,
-        "plan": plan_command,
+        "plan": plan_command, "drain": drain_command, "resume": resume_command,
     }  # fmt: skip
     if args.command in handlers:
         try:
