@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import tempfile
 from pathlib import Path
 
@@ -60,7 +61,10 @@ def measure_overhead(work: Path, hosts: int, mitogen: Path | None) -> dict[str, 
             strategy = {
                 "ANSIBLE_STRATEGY_PLUGINS": str(mitogen / "ansible_mitogen/plugins/strategy"),
                 "ANSIBLE_STRATEGY": "mitogen_linear",
-                "PYTHONPATH": str(mitogen),
+                # In front of, not instead of, a PYTHONPATH that holds gpuval itself.
+                "PYTHONPATH": os.pathsep.join(
+                    filter(None, [str(mitogen), os.environ.get("PYTHONPATH")])
+                ),
             }
             runs["mitogen"] = ("mitogen", strategy)
         for label, (run_id, environment) in runs.items():
