@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import tempfile
 from pathlib import Path
 
@@ -38,6 +39,15 @@ def overhead(run: PlaybookRun) -> tuple[float, float]:
     return busy, run.seconds - busy
 
 
+def task_counts(run: PlaybookRun) -> tuple[int, int]:
+    """(tasks started, task results that were not skipped) in the run's output: a measure of the
+    suite's own work that, unlike seconds, does not depend on how busy the controller is."""
+    lines = run.output.splitlines()
+    started = sum(line.startswith(("TASK [", "RUNNING HANDLER [")) for line in lines)
+    done = sum(line.startswith(("ok: [", "changed: [", "failed: [", "fatal: [")) for line in lines)
+    return started, done
+
+
 def measure_overhead(work: Path, hosts: int, mitogen: Path | None) -> dict[str, float]:
     found: dict[str, float] = {}
     with simulated_hosts(hosts, name="bench-overhead", bind_ro=setup_toolkits()) as cluster:
@@ -51,7 +61,10 @@ def measure_overhead(work: Path, hosts: int, mitogen: Path | None) -> dict[str, 
             strategy = {
                 "ANSIBLE_STRATEGY_PLUGINS": str(mitogen / "ansible_mitogen/plugins/strategy"),
                 "ANSIBLE_STRATEGY": "mitogen_linear",
-                "PYTHONPATH": str(mitogen),
+                # In front of, not instead of, a PYTHONPATH that holds gpuval itself.
+                "PYTHONPATH": os.pathsep.join(
+                    filter(None, [str(mitogen), os.environ.get("PYTHONPATH")])
+                ),
             }
             runs["mitogen"] = ("mitogen", strategy)
         for label, (run_id, environment) in runs.items():
@@ -60,12 +73,14 @@ def measure_overhead(work: Path, hosts: int, mitogen: Path | None) -> dict[str, 
                 environment=environment,
             )  # fmt: skip
             busy, rest = overhead(run)
+            started, done = task_counts(run)
             record(
                 f"benchmark.yml, {hosts} hosts, second run ({label}): {run.seconds:.1f} s wall, "
-                f"{busy:.1f} s benchmark processes, {rest:.1f} s suite overhead, exit "
-                f"{run.returncode}"
+                f"{busy:.1f} s benchmark processes, {rest:.1f} s suite overhead, {started} tasks "
+                f"started, {done} task results not skipped, exit {run.returncode}"
             )
             found[f"{label}_wall_s"], found[f"{label}_overhead_s"] = run.seconds, rest
+            found[f"{label}_tasks"], found[f"{label}_results"] = started, done
     return found
 
 
