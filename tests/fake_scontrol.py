@@ -1,6 +1,6 @@
 """A stand-in `scontrol` for the Slurm tests: it writes each call's arguments (one JSON list a
 line) to $FAKE_SCONTROL_LOG and answers `show nodes` and `show reservation` with outputs a real
-Slurm recorded (tests/data/outputs/slurm/), as the Slurm it plays would: with $FAKE_SCONTROL_JSON
+Slurm recorded (tests/data/slurm/), as the Slurm it plays would: with $FAKE_SCONTROL_JSON
 unset, `--json` is refused as Slurm 22.05's scontrol refuses it. `update` succeeds, except for
 the nodes named in $FAKE_SCONTROL_REFUSE (comma separated)."""
 

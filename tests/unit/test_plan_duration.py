@@ -34,11 +34,20 @@ def test_the_role_defaults_the_hand_arithmetic_starts_from() -> None:
     assert DEFAULTS["bench_pairs_iperf3_seconds"] == 10
     assert DEFAULTS["bench_pairs_rdma_seconds"] == 5
     assert DEFAULTS["bench_pairs_nccl_max_bytes"] == "1G"
-    assert DEFAULTS["bench_pairs_mode"] == "all-pairs"
+    assert DEFAULTS["bench_pairs_mode"] == "auto"
+    assert DEFAULTS["bench_pairs_rdma_parallel"] is True
+
+
+# All pairs with the rails one after another: the mode to diagnose in, and the most to pay.
+ALL_PAIRS_RAIL_BY_RAIL = {
+    **DEFAULTS,
+    "bench_pairs_mode": "all-pairs",
+    "bench_pairs_rdma_parallel": False,
+}
 
 
 def test_16_nodes_all_pairs_round_by_round() -> None:
-    estimate = duration.estimate(shape(16), DEFAULTS, {})
+    estimate = duration.estimate(shape(16), ALL_PAIRS_RAIL_BY_RAIL, {})
     # iperf3 2 x (10 + 1) s, torch all-reduce 15 s, nccl pair sweep + 2 x 0.1 s launch,
     # 8 rails x 2 memories x (5 + 2) s one after another, 7 s Ansible + 3 s collect per round.
     one_round = 22 + 15 + (NCCL_1G_S + 0.2) + 8 * 2 * 7 + 10
@@ -47,8 +56,10 @@ def test_16_nodes_all_pairs_round_by_round() -> None:
 
 
 def test_rails_in_parallel_cost_one_rail_per_memory() -> None:
-    sequential = duration.estimate(shape(16), DEFAULTS, {})
-    parallel = duration.estimate(shape(16), {**DEFAULTS, "bench_pairs_rdma_parallel": True}, {})
+    sequential = duration.estimate(shape(16), ALL_PAIRS_RAIL_BY_RAIL, {})
+    parallel = duration.estimate(
+        shape(16), {**ALL_PAIRS_RAIL_BY_RAIL, "bench_pairs_rdma_parallel": True}, {}
+    )
     saved = pairs_phase(sequential).total_s - pairs_phase(parallel).total_s
     assert saved == pytest.approx(15 * 7 * 2 * 7)  # 15 rounds, 7 of the 8 rails, 2 memories, 7 s
 
@@ -129,7 +140,8 @@ def test_over_the_budget_exits_1_and_names_the_biggest_saving_first(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     argv = ["plan", "--nodes", "16", "--gpus-per-node", "8", "--rails", "8", "--reports",
-            str(tmp_path), "--max-minutes", "30"]  # fmt: skip
+            str(tmp_path), "--max-minutes", "30",
+            "-e", "bench_pairs_mode=all-pairs bench_pairs_rdma_parallel=false"]  # fmt: skip
     assert main(argv) == 1
     advice = capsys.readouterr().err.splitlines()
     assert "nothing was started" in advice[0]

@@ -1,5 +1,5 @@
 """`gpuval drain` and `gpuval resume` against a stand-in scontrol (tests/fake_scontrol.py) that
-plays the Slurm 22.05 recorded in tests/data/outputs/slurm/: gpu1 idle, gpu2 drained by a person,
+plays the Slurm 22.05 recorded in tests/data/slurm/: gpu1 idle, gpu2 drained by a person,
 gpu3 down, gpu4 drained by gpuval. The run is tests/data/sample-run, whose judgement fails one
 node of its own (dgx-8xa100: nccl-tests.all_reduce.complete and .correctness) and no other."""
 
@@ -16,7 +16,7 @@ from tests import fake_scontrol
 from gpuval.slurm.scontrol import REASON_LENGTH, drain_reason
 
 REPO = Path(__file__).parents[2]
-OUTPUTS = REPO / "tests" / "data" / "outputs" / "slurm"
+OUTPUTS = REPO / "tests" / "data" / "slurm"
 FAILING_REASON = (
     "gpuval: nccl-tests.all_reduce.complete (+1 more): did not complete: 19 row(s) but no "
     "closing # Av..."

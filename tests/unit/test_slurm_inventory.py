@@ -12,7 +12,7 @@ from pathlib import Path
 from tests import fake_scontrol
 
 REPO = Path(__file__).parents[2]
-OUTPUTS = REPO / "tests" / "data" / "outputs" / "slurm"
+OUTPUTS = REPO / "tests" / "data" / "slurm"
 
 
 def listed(tmp_path: Path, config: str, json_file: str | None = None) -> dict[str, object]:

@@ -1,5 +1,5 @@
 """gpuval.slurm.nodes on Slurm's own outputs: the four nodes recorded from Slurm 22.05 here read
-the same from every form (README of tests/data/outputs/slurm/ says what was set before
+the same from every form (README of tests/data/slurm/ says what was set before
 recording), and the published 23.02 and 25.11 JSON shapes read too."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from gpuval.slurm.nodes import (
     parse_nodes,
 )
 
-OUTPUTS = Path(__file__).parents[1] / "data" / "outputs" / "slurm"
+OUTPUTS = Path(__file__).parents[1] / "data" / "slurm"
 RECORDED_22_05 = [
     "scontrol-show-nodes-oneliner-22.05.txt",
     "scontrol-show-nodes-22.05.txt",

@@ -3,7 +3,7 @@ form), drain a node with a gpuval reason, resume a node that gpuval drained.
 
 A drain reason is `gpuval: <check>: <detail>`. Slurm sets no length limit on it: scontrol(1)
 documents none (https://slurm.schedmd.com/scontrol.html#OPT_Reason) and Slurm 22.05 took a
-100,000-character reason here (tests/data/outputs/slurm/README.md). It is kept to
+100,000-character reason here (tests/data/slurm/README.md). It is kept to
 REASON_LENGTH characters so that `sinfo -R` (whose REASON column is 20 wide by default,
 https://slurm.schedmd.com/sinfo.html#OPT_list-reasons) starts with the check and an operator
 reads the rest with `sinfo -R -o '%100E %N'`.
@@ -97,7 +97,7 @@ def _reservation_nodes(name: str) -> str:
 
 def show_nodes(nodelist: str | None = None) -> list[SlurmNode]:
     """`scontrol show nodes [LIST] --json` (Slurm 23.02+), else the one-line text form (22.05's
-    scontrol refuses --json: tests/data/outputs/slurm/). Only the nodes LIST names, whatever
+    scontrol refuses --json: tests/data/slurm/). Only the nodes LIST names, whatever
     Slurm printed (a JSON form may list every node, as 22.05's `sinfo --json -n` does)."""
     names = [nodelist] if nodelist else []
     command = [SCONTROL, "show", "nodes", *names, "--json"]
