@@ -324,12 +324,13 @@ def pair_verdict(
         status, verdict = "warn", f"{a}--{b} low {CPU_BOUND_NOTE}"
     elif (
         is_low(value, reference, thresholds.low_fraction)
-        and (absolute_status == "fail" or confirmed_low(found, value, reference, thresholds))
+        and absolute_status != "fail"
+        and confirmed_low(found, value, reference, thresholds)
         and (alone := next((h for h in pair if h in nodes and nodes[h].unconfirmed), None))
     ):
-        # A search's suspect measured against one partner: the pair alone cannot tell the
-        # node, its partner and the link apart, so neither is blamed (the network check still
-        # judges the pair against the line rate).
+        # A search's suspect measured against one partner (only a staged run leaves a confirmed
+        # low pair unflagged): the pair alone cannot tell the node, its partner and the link
+        # apart, so none is blamed. Below the network's fail band it still fails, below.
         status, verdict = "warn", f"{a}--{b}: low, unconfirmed ({alone} has no other pair)"
         advice = f"; {HOW_TO_CONFIRM}"
     elif is_low(value, reference, thresholds.low_fraction) and (
