@@ -58,7 +58,8 @@ class PairProgress:
     mpi_preflight: dict[str, Any]
     used_rounds: int
     details: list[dict[str, Any]] = field(default_factory=list)
-    # Group tests (staged mode), by their first node: status pass/fail/missing and why.
+    # Group tests (staged mode), by their first node: status pass/fail/missing/unjudged (correct,
+    # no bound to judge its bandwidth: not a pass) and why.
     groups: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
@@ -101,10 +102,14 @@ def _mpi_preflight_outcome(files: Sequence[Any], run_dir: Path) -> dict[str, Any
 
 
 def _all_nodes_outcome(
-    files: Sequence[Any], host: str, run_dir: Path, name: str = steps.ALLNODES_ALLREDUCE
+    files: Sequence[Any], host: str, run_dir: Path, name: str, evidence: Any, thresholds: Any
 ) -> dict[str, str]:
+    """A group test as the screen judges it: it passes only when it reduced correctly and its
+    busbw is within the pair judge's pass band of the bound of the group's slowest link. The
+    screen is a filter: a false failure costs one bisection round (the suspects then meet two
+    partners), a missed slow node a wrong verdict; so a low (warn) busbw fails it, and a busbw
+    with no bound to judge it against leaves it unjudged, which the search does not pass."""
     from gpuval.checks.cluster import allnodes_bench_checks
-    from gpuval.checks.thresholds import DEFAULTS
     from gpuval.evidence import all_nodes_runs, parsed_files
 
     mine = [f for f in files if f.host == host and f.step == name]
@@ -116,11 +121,21 @@ def _all_nodes_outcome(
             "timed out" if sidecar.timed_out else f"exit status {sidecar.exit_code}"
         )
         return {"status": "fail", "reason": f"{name} on {host}: {why}"}
-    checks, _ = allnodes_bench_checks(all_nodes_runs(parsed_files(mine, run_dir)), None, DEFAULTS)
+    checks, _ = allnodes_bench_checks(all_nodes_runs(parsed_files(mine, run_dir)), evidence,
+                                      thresholds)  # fmt: skip
     if not checks:
         return {"status": "fail", "reason": f"{name} on {host}: no result in its output"}
-    failing = [c for c in checks if c.status == "fail"]
-    return {"status": "fail" if failing else "pass", "reason": (failing or checks)[0].reason}
+    failing = [c for c in checks if c.status in ("fail", "warn")]
+    if failing:
+        return {"status": "fail", "reason": "; ".join(c.reason for c in failing)}
+    bandwidth = [c for c in checks if c.category == "bandwidth"]
+    if not bandwidth or any(c.status == "unjudged" for c in bandwidth):
+        why = bandwidth[0].reason if bandwidth else f"{name} on {host}: no busbw measured"
+        return {"status": "unjudged", "reason": (
+            f"correct, but unjudged on bandwidth ({why}); not passed: the search goes on "
+            "splitting this group"
+        )}  # fmt: skip
+    return {"status": "pass", "reason": "; ".join(c.reason for c in checks)}
 
 
 def judge_pairs(
@@ -135,7 +150,7 @@ def judge_pairs(
     `group_steps`: the all-nodes test steps of staged mode's group tests, by first node."""
     from gpuval.checks.pairs import PairThresholds, analyse_pairs
     from gpuval.checks.thresholds import load_thresholds
-    from gpuval.evidence import pair_evidence
+    from gpuval.evidence import build_evidence, pair_evidence
     from gpuval.runfolder import read_run_folder
 
     folder = read_run_folder(run_dir)
@@ -149,13 +164,16 @@ def judge_pairs(
         {k: t[k] for k in ("kind", "a", "b", "round", "attempt", "status")}  # type: ignore[misc]
         for t in details
     ]
+    # The group tests are judged against the nodes' network, so they need every host's
+    # evidence (the pair tries alone do not).
+    evidence = build_evidence(folder) if group_steps else None
     return PairProgress(
         latest=latest,
         mpi_preflight=_mpi_preflight_outcome(folder.files, run_dir),
         used_rounds=max((t.round for t in analysis.tries), default=0),
         details=details,
         groups={
-            host: _all_nodes_outcome(folder.files, host, run_dir, name)
+            host: _all_nodes_outcome(folder.files, host, run_dir, name, evidence, suite)
             for host, name in (group_steps or {}).items()
         },
     )

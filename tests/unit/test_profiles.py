@@ -13,6 +13,7 @@ import pytest
 from gpuval.catalog import find_system, identify_gpu
 from gpuval.checks.thresholds import DEFAULTS, Thresholds
 from gpuval.cli import main
+from gpuval.plan.steps import PAIRS_MODES
 from gpuval.profile import (
     NodeShape,
     ProfileError,
@@ -52,6 +53,21 @@ def test_the_shipped_profiles_are_the_five_of_the_issue_and_name_catalog_hardwar
         if hardware.system:
             assert find_system(hardware.system) is not None
         assert profile.phases == ("intranode", "internode", "pairs")
+
+
+def test_the_shipped_profiles_leave_the_pair_mode_to_the_node_count() -> None:
+    # A shipped profile means the default: all pairs up to 8 nodes, group testing above;
+    # forcing all-pairs would cost N-1 rounds at a thousand nodes.
+    for name in shipped_names():
+        assert load_profile(name).ansible_vars()["bench_pairs_mode"] == "auto"
+
+
+def test_a_profile_may_ask_for_any_pair_mode_the_role_knows() -> None:
+    for mode in PAIRS_MODES:
+        profile = parse_profile(
+            GOOD.replace("  iperf3_seconds: 5\n", f"  mode: {mode}\n"), "lab.yaml"
+        )
+        assert profile.ansible_vars()["bench_pairs_mode"] == mode
 
 
 def test_the_schema_knows_every_threshold_of_the_judge() -> None:

@@ -4,11 +4,12 @@ results, and busbw against the network's bound across the nodes)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from gpuval.checks.context import JudgeState
 from gpuval.checks.model import CLUSTER, Check, Expectation
-from gpuval.checks.references import internode_reference
+from gpuval.checks.pairs.network_bounds import ON_CPUS
+from gpuval.checks.references import Reference, internode_reference
 from gpuval.checks.thresholds import Thresholds
 from gpuval.checks.wording import band_status, number_text, peak_sentence
 from gpuval.evidence import Parsed, RunEvidence
@@ -56,6 +57,30 @@ def _preflight_checks(parsed: Parsed[MpiPreflightRun]) -> list[Check]:
     return [summary, *per_host]
 
 
+def slowest_link_reference(
+    evidence: RunEvidence | None, hosts: Sequence[str], ranks: int | None
+) -> tuple[Reference | None, str]:
+    """The all-reduce bound of a run across `hosts` (as its output names them): every rank
+    waits for the ring's slowest link, so the bound is the smallest of the nodes' own bounds,
+    and unknown while one node's is (a node not in the evidence, or without a network speed).
+    (reference, the slowest host where the nodes' bounds differ), or (None, why there is none)."""
+    names = sorted(set(hosts), key=natural_key)
+    found = {n: h for n in names if evidence and (h := evidence.host(n) or evidence.host(
+        n.split(".")[0]))}  # fmt: skip
+    missing = [n for n in names if n not in found]
+    if missing or not names:
+        return None, f"no evidence of the network of {', '.join(missing) or 'its hosts'}"
+    peaks = {}
+    for name, host in found.items():
+        reference = internode_reference(host, "all_reduce", ranks, len(names), False)
+        if reference.peak is None:
+            return None, f"{name}: {reference.why_none}"
+        peaks[name] = (reference.peak.per_direction_gbps, reference)
+    slowest = min(names, key=lambda n: peaks[n][0])
+    uniform = len({value for value, _ in peaks.values()}) == 1
+    return peaks[slowest][1], "" if uniform else slowest
+
+
 def _bench_bandwidth(
     parsed: Parsed[CollectiveBenchRun], evidence: RunEvidence | None, thresholds: Thresholds
 ) -> tuple[Check, Expectation | None]:
@@ -75,26 +100,25 @@ def _bench_bandwidth(
         reason="",
     )
     where = f"{run.world_size} ranks on {len(hosts)} host(s) ({run.backend})"
-    host = evidence.host(file.host) if evidence else None
     if (run.backend or "").lower() == "gloo":
         check.reason = (
-            f"{where}: busbw up to {number_text(value)} GB/s; unjudged: gloo on CPUs is bound "
-            "by the CPUs' reduction, not the NIC (the pair tests' iperf3 judges the network)"
+            f"{where}: busbw up to {number_text(value)} GB/s; unjudged: {ON_CPUS} (the pair "
+            "tests' iperf3 judges the network)"
         )
         return check, None
-    reference = (
-        internode_reference(host, "all_reduce", run.world_size, len(hosts), False)
-        if host else None
-    )  # fmt: skip
+    reference, slowest = slowest_link_reference(evidence, hosts, run.world_size)
     if reference is None or reference.peak is None:
-        why = reference.why_none if reference else "no evidence of the host's network"
+        why = slowest if evidence else "no evidence of the host's network"
         check.reason = f"{where}: busbw up to {number_text(value)} GB/s; unjudged: {why}"
         return check, None
     peak = reference.peak
     check.status = band_status(value / peak.per_direction_gbps, thresholds.busbw_pass_fraction,
                                thresholds.busbw_fail_fraction)  # fmt: skip
     check.reference = round(peak.per_direction_gbps, 2)
-    check.reason = f"{where}: {peak_sentence(value, peak)} (best size {best.size_bytes} B)"
+    of_slowest = f", {slowest}'s link the slowest" if slowest else ""
+    check.reason = (
+        f"{where}: {peak_sentence(value, peak)} (best size {best.size_bytes} B{of_slowest})"
+    )
     expectation = Expectation(CLUSTER, reference.subject, peak.per_direction_gbps,
                               peak.duplex_gbps, peak.basis, peak.source)  # fmt: skip
     return check, expectation

@@ -3,7 +3,11 @@
 All pairs costs N-1 rounds (1,023 at 1,024 nodes). Group testing, as NVIDIA's Cluster Readiness
 Engine and Google's cluster-health-scanner do it, costs rounds in the logarithm of N:
 
-1. screen: every node in one group test (an all-nodes collective); a pass ends the search;
+1. screen: every node in one group test (an all-nodes collective); a pass ends the search. A
+   group test passes when it reduced correctly and its busbw is within the pair judge's pass
+   band of the bound of its slowest node's link (gpuval.plugin_api judges it): a filter lets a
+   false failure cost one more bisection round, never a slow node through. A group with no
+   bound to judge it against (no network speed, gloo on CPUs) is not passed on bandwidth;
 2. bisect: a failing group is split in two halves, and every half of a round is tested at the
    same time, each as a group of its own; a failing half is split again. A half of one node
    cannot be tested alone: it is a suspect. A failing group whose halves all pass hides a fault

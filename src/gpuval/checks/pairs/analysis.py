@@ -26,7 +26,7 @@ from gpuval.checks.pairs.verdicts import (
     pair_verdict,
 )
 from gpuval.evidence import RunEvidence
-from gpuval.plan.steps import RdmaLane
+from gpuval.plan.steps import PAIRS_MODES, RdmaLane, pairs_mode_for
 
 Row = dict[str, object]
 TRY_COLUMNS = [f.name for f in fields(Try)]
@@ -127,6 +127,16 @@ def configured_tries(evidence: RunEvidence) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
+def searched_by_groups(evidence: RunEvidence) -> bool:
+    """Whether the run's pairs come from a group-testing search (run.json's
+    `config.bench_pairs_mode`, auto deciding by host count): they are then its confirmations,
+    each suspect against partners that passed a group test, and a node is flagged only where
+    two distinct partners agree (one pair may be the partner's or the link's)."""
+    config = evidence.folder.meta.get("config")
+    mode = config.get("bench_pairs_mode") if isinstance(config, Mapping) else None
+    return mode in PAIRS_MODES and pairs_mode_for(str(mode), len(evidence.folder.hosts)) == "staged"
+
+
 def analyse_pairs(evidence: RunEvidence, thresholds: PairThresholds | None = None) -> PairAnalysis:
     """Every pair kind found: per-node verdicts, per-pair (link) verdicts, and the pairs against
     the network."""
@@ -135,6 +145,7 @@ def analyse_pairs(evidence: RunEvidence, thresholds: PairThresholds | None = Non
     runs = PairRuns(evidence)
     tries = judged_tries(evidence)
     given = configured_tries(evidence)
+    by_groups = searched_by_groups(evidence)
     sources = _first_sources(tries)
     by_lane: dict[tuple[str, RdmaLane | None], list[Try]] = {}
     for t in tries:
@@ -155,7 +166,8 @@ def analyse_pairs(evidence: RunEvidence, thresholds: PairThresholds | None = Non
             by_pair.setdefault((m.a, m.b), []).append(m)
         confirmed = {pair for pair, mine in by_pair.items()
                      if confirmed_low(mine, values[pair], reference, thresholds)}  # fmt: skip
-        nodes = node_verdicts(kind, values, reference, thresholds.low_fraction, confirmed)
+        nodes = node_verdicts(kind, values, reference, thresholds.low_fraction,
+                              () if by_groups else confirmed)  # fmt: skip
         kind_verdicts = []
         why_none = ""
         all_on_cpus = name not in ("iperf3", "rdma")

@@ -220,7 +220,7 @@ def node_verdicts(
         node: NodeVerdict(
             kind.name, node, partners[node], reference, low[node], node in flagged,
             _median(v for _, v in partners[node]), kind.lane,
-            node in none_healthy and node not in flagged,
+            node in none_healthy and any(o not in flagged for o in low[node]),
         )
         for node in nodes
     }  # fmt: skip
@@ -322,6 +322,17 @@ def pair_verdict(
         and not is_low(value, reference, thresholds.busbw_fail_fraction)
     ):
         status, verdict = "warn", f"{a}--{b} low {CPU_BOUND_NOTE}"
+    elif (
+        is_low(value, reference, thresholds.low_fraction)
+        and absolute_status != "fail"
+        and confirmed_low(found, value, reference, thresholds)
+        and (alone := next((h for h in pair if h in nodes and nodes[h].unconfirmed), None))
+    ):
+        # A search's suspect measured against one partner (only a staged run leaves a confirmed
+        # low pair unflagged): the pair alone cannot tell the node, its partner and the link
+        # apart, so none is blamed. Below the network's fail band it still fails, below.
+        status, verdict = "warn", f"{a}--{b}: low, unconfirmed ({alone} has no other pair)"
+        advice = f"; {HOW_TO_CONFIRM}"
     elif is_low(value, reference, thresholds.low_fraction) and (
         absolute_status == "fail" or confirmed_low(found, value, reference, thresholds)
     ):
@@ -392,8 +403,8 @@ def node_check(
     elif verdict.unconfirmed:
         status = "warn"
         reason = (
-            f"{kind.label}: low, unconfirmed: its only partner {', '.join(verdict.low)} measured "
-            f"it low once: {evidence}; {HOW_TO_CONFIRM}"
+            f"{kind.label}: low, unconfirmed: measured low with one partner only "
+            f"({', '.join(verdict.low)}): {evidence}; {HOW_TO_CONFIRM}"
         )
     else:
         status = "pass"

@@ -1,0 +1,71 @@
+"""A staged run's pairs are its search's confirmations: each suspect against partners that passed
+a group test. The report flags a node only where the search could: two distinct partners measured
+it low. A suspect left with one partner (the other lost, or only one node passed) is low but
+unconfirmed: a warning that says how to confirm, never a fail, and its partner is not blamed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.unit.test_pairs import bad, by_id, iperf3_file
+
+from gpuval.checks.model import CLUSTER
+from gpuval.checks.pairs import PairAnalysis, analyse_pairs
+from gpuval.evidence import pair_evidence
+from gpuval.runfolder import RawFile, RunFolder
+
+# 12 nodes: above the 8 up to which auto measures all pairs, so auto means staged.
+HOSTS = [f"node{i}" for i in range(1, 13)]
+HEALTHY = 14.8  # Gbit/s, TCP over the simulated bridge (as in test_pairs)
+A_LITTLE_LOW = 10.4  # 70 %: low (below 80 %), above the 50 % floor
+FAR_BELOW = 2.1  # 14 %: below the floor, a fail on one try in all-pairs mode
+
+
+def both_ways(a: str, b: str, gbps: float, round_number: int) -> list[RawFile]:
+    return [iperf3_file(a, b, gbps, round_number), iperf3_file(b, a, gbps, round_number)]
+
+
+def confirmations(node5_partners: dict[str, float]) -> list[RawFile]:
+    """The search's confirmation rounds: suspect node5 against the partners given; suspect node7
+    cleared by two healthy pairs (node3, node4), which gives the healthy reference."""
+    files = [*both_ways("node3", "node7", HEALTHY, 1), *both_ways("node4", "node7", HEALTHY, 2)]
+    for number, (partner, gbps) in enumerate(node5_partners.items(), start=1):
+        files += both_ways(partner, "node5", gbps, number)
+    return files
+
+
+def judged(files: list[RawFile], mode: str = "auto") -> PairAnalysis:
+    meta = {"expected": {}, "config": {"bench_pairs_mode": mode, "bench_pairs_max_tries": 1}}
+    return analyse_pairs(pair_evidence(RunFolder(Path("."), meta, HOSTS, [], files)))
+
+
+def test_a_suspect_low_with_two_distinct_partners_is_flagged_and_only_it() -> None:
+    checks = judged(confirmations({"node1": A_LITTLE_LOW, "node2": A_LITTLE_LOW})).checks
+    assert by_id(checks)["pairs.iperf3.node", "node5"].status == "fail"
+    assert [c.host for c in checks if c.status == "fail"] == ["node5"]
+    for partner in ("node1", "node2"):
+        assert by_id(checks)["pairs.iperf3.node", partner].status == "pass"
+
+
+def test_a_suspect_with_one_partner_is_low_unconfirmed_never_a_fail() -> None:
+    checks = judged(confirmations({"node1": FAR_BELOW})).checks
+    assert [c for c in checks if c.status == "fail"] == []
+    node = by_id(checks)["pairs.iperf3.node", "node5"]
+    assert node.status == "warn"
+    assert "low, unconfirmed" in node.reason and "another partner" in node.reason
+    link = by_id(checks)["pairs.iperf3.link.node1--node5", CLUSTER]
+    assert link.status == "warn" and "low, unconfirmed" in link.reason
+
+
+def test_the_same_pairs_in_an_all_pairs_run_fail_on_their_own() -> None:
+    # All pairs: a reading below the floor is no noise, and fails at once (test_pairs_confirmation).
+    checks = judged(confirmations({"node1": FAR_BELOW}), mode="all-pairs").checks
+    assert ("fail", "pairs.iperf3.node", "node5") in bad(checks)
+
+
+def test_a_staged_run_of_eight_nodes_or_fewer_is_judged_as_all_pairs() -> None:
+    files = confirmations({"node1": FAR_BELOW})
+    meta = {"expected": {}, "config": {"bench_pairs_mode": "auto", "bench_pairs_max_tries": 1}}
+    folder = RunFolder(Path("."), meta, HOSTS[:8], [], files)
+    checks = analyse_pairs(pair_evidence(folder)).checks
+    assert ("fail", "pairs.iperf3.node", "node5") in bad(checks)
