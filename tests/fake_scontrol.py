@@ -2,7 +2,8 @@
 line) to $FAKE_SCONTROL_LOG and answers `show nodes` and `show reservation` with outputs a real
 Slurm recorded (tests/data/slurm/), as the Slurm it plays would: with $FAKE_SCONTROL_JSON
 unset, `--json` is refused as Slurm 22.05's scontrol refuses it. `update` succeeds, except for
-the nodes named in $FAKE_SCONTROL_REFUSE (comma separated)."""
+the nodes named in $FAKE_SCONTROL_REFUSE (comma separated); with $FAKE_SCONTROL_DOWN set, every
+call fails as when the controller cannot be reached."""
 
 from __future__ import annotations
 
@@ -17,6 +18,10 @@ args = sys.argv[1:]
 with open(os.environ["FAKE_SCONTROL_LOG"], "a") as log:
     log.write(json.dumps(args) + "\\n")
 words = [a for a in args if a not in ("--oneliner", "-o")]
+if os.environ.get("FAKE_SCONTROL_DOWN"):
+    sys.stderr.write("slurm_load_node error: Unable to contact slurm controller "
+                     "(connect failure)\\n")
+    sys.exit(1)
 if words[:2] == ["show", "nodes"] and "--json" in words:
     if not os.environ.get("FAKE_SCONTROL_JSON"):
         sys.stderr.write(open(os.environ["FAKE_SCONTROL_REFUSED"]).read())

@@ -119,6 +119,20 @@ def test_a_refused_update_is_said_and_exits_2(tmp_path: Path) -> None:
     )
 
 
+def test_a_controller_out_of_reach_is_its_own_error_not_a_version_fallback(
+    tmp_path: Path,
+) -> None:
+    environment = fake_scontrol.install(tmp_path, OUTPUTS)
+    environment |= {"PYTHONPATH": str(REPO / "src"), "FAKE_SCONTROL_DOWN": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "gpuval", "resume", "gpu4"],
+        capture_output=True, text=True, env=environment, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "show nodes gpu4 --json` failed: slurm_load_node error: Unable to contact" in done.stderr
+    assert [call[:2] for call in fake_scontrol.calls(tmp_path)] == [["show", "nodes"]]
+
+
 def test_no_run_folder_is_one_message(tmp_path: Path) -> None:
     done = gpuval(tmp_path, "drain", str(tmp_path / "nowhere"))
     assert (done.returncode, done.stderr) == (

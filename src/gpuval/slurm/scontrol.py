@@ -28,7 +28,12 @@ _UNSAFE = re.compile(r"[\"'`$\\\x00-\x1f\x7f]")
 
 
 class SlurmCommandError(RuntimeError):
-    """scontrol could not be run, or failed; the message holds the command and its error."""
+    """scontrol could not be run, or failed; the message holds the command and its error,
+    `said` what scontrol itself printed (empty when it could not be run)."""
+
+    def __init__(self, message: str, said: str = "") -> None:
+        super().__init__(message)
+        self.said = said
 
 
 def drain_reason(prefix: str, check: str, detail: str, length: int = REASON_LENGTH) -> str:
@@ -71,8 +76,9 @@ def run_scontrol(command: Sequence[str]) -> str:
     except (OSError, subprocess.TimeoutExpired) as problem:
         raise SlurmCommandError(f"`{printable(command)}`: {problem}") from None
     if done.returncode != 0:
-        said = (done.stderr or done.stdout).strip() or f"exit status {done.returncode}"
-        raise SlurmCommandError(f"`{printable(command)}` failed: {said}")
+        said = (done.stderr or done.stdout).strip()
+        shown = said or f"exit status {done.returncode}"
+        raise SlurmCommandError(f"`{printable(command)}` failed: {shown}", said)
     return done.stdout
 
 
@@ -104,7 +110,9 @@ def show_nodes(nodelist: str | None = None) -> list[SlurmNode]:
     try:
         nodes = parse_nodes(run_scontrol(command), f"`{printable(command)}`")
     except SlurmCommandError as refused:
-        if "json" not in str(refused).lower():  # any other failure is no version matter
+        # Only scontrol's refusal of the option is a version matter (22.05: "unrecognized option
+        # '--json'"); a controller it cannot reach fails the text form just the same.
+        if "--json" not in refused.said:
             raise
         command = [SCONTROL, "--oneliner", "show", "nodes", *names]
         nodes = parse_nodes(run_scontrol(command), f"`{printable(command)}`")
