@@ -106,6 +106,25 @@ def test_resume_from_a_run_keeps_the_nodes_it_failed(tmp_path: Path, run_dir: Pa
     assert "scontrol update" not in done.stdout
 
 
+def test_resume_from_a_run_needs_the_check_it_was_drained_for_passed_again(
+    tmp_path: Path, run_dir: Path
+) -> None:
+    """gpu4 was drained by gpuval for nccl-tests.all_reduce.busbw. dgx-8xh100 passes the sample
+    run but ran no all_reduce there: no evidence that the node recovered. lambda-4xh100 passed
+    that very check: its node comes back."""
+    (tmp_path / "unmeasured").mkdir()
+    path = tmp_path / "unmeasured" / "cluster.ini"
+    path.write_text("[gpu_nodes]\ndgx-8xh100 gpuval_slurm_node=gpu4\n")
+    done = gpuval(tmp_path / "unmeasured", "resume", str(run_dir), "-i", str(path), "--dry-run")
+    assert "gpu4: stays drained: run sample-run did not pass nccl-tests.all_reduce.busbw" in (
+        done.stdout
+    )
+    assert "scontrol update" not in done.stdout
+    path.write_text("[gpu_nodes]\nlambda-4xh100 gpuval_slurm_node=gpu4\n")
+    done = gpuval(tmp_path / "unmeasured", "resume", str(run_dir), "-i", str(path), "--dry-run")
+    assert "scontrol update NodeName=gpu4 State=RESUME" in done.stdout
+
+
 def test_a_refused_update_is_said_and_exits_2(tmp_path: Path) -> None:
     environment = fake_scontrol.install(tmp_path, OUTPUTS)
     environment |= {"PYTHONPATH": str(REPO / "src"), "FAKE_SCONTROL_REFUSE": "gpu4"}

@@ -181,9 +181,16 @@ def resume_command(args: argparse.Namespace) -> int:
         if target.is_dir():
             names = _slurm_names(args.inventory)
             judgement = _judgement(target)
+            if judgement.verdict == "error":
+                return _error("resume", f"{target}: the run could not be judged (verdict "
+                              "error): nothing resumed; see `gpuval report` for why")  # fmt: skip
             wanted = [names.get(host, host) for host in judgement.host_names]
-            keep = {names.get(h, h): why for h, why in drain.not_passed(judgement).items()}
             known = {node.name: node for node in scontrol.show_nodes()}
+            reasons = {h: known[names.get(h, h)].reason for h in judgement.host_names
+                       if names.get(h, h) in known}  # fmt: skip
+            unproven = drain.not_rechecked(judgement, reasons, args.reason_prefix)
+            unproven |= drain.not_passed(judgement)
+            keep = {names.get(h, h): why for h, why in unproven.items()}
             for name in wanted:
                 if name not in known:
                     print(f"{name}: not a Slurm node (name it with gpuval_slurm_node, -i)")

@@ -86,6 +86,27 @@ def not_passed(judgement: RunJudgement) -> dict[str, str]:
     return held
 
 
+def not_rechecked(
+    judgement: RunJudgement, reasons: Mapping[str, str], prefix: str
+) -> dict[str, str]:
+    """Each host whose gpuval drain reason names a check this run did not pass on it -> why it
+    stays drained: a run that never repeated the test a node was drained for (a preflight-only
+    run, another profile) is no evidence that the node recovered. `reasons`: host -> the reason
+    Slurm holds its node with; the check is the reason's first word after the prefix."""
+    passed = {(c.host, c.check_id) for c in judgement.checks if c.status in ("pass", "warn")}
+    held = {}
+    for host, reason in reasons.items():
+        if not is_ours(reason, prefix):
+            continue
+        check_id = reason.removeprefix(f"{prefix}: ").split(" ", 1)[0].split(":", 1)[0]
+        if (host, check_id) not in passed:
+            held[host] = (
+                f"stays drained: run {judgement.run_id} did not pass {check_id} on it, the check "
+                "it was drained for"
+            )
+    return held
+
+
 def resume_actions(nodes: Iterable[SlurmNode], keep: Mapping[str, str], prefix: str
                    ) -> list[NodeAction]:  # fmt: skip
     """Resume the nodes gpuval drained; `keep`: node -> why it stays drained (it still fails)."""
