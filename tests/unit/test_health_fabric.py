@@ -119,6 +119,14 @@ def test_a_gb200_tray_in_its_rack_passes_naming_the_clique(tmp_path: Path) -> No
     assert "4 GPU(s)" in check.reason and "CliqueId 4026" in check.reason
 
 
+def test_a_tray_that_left_no_imex_output_is_unjudged_on_imex(tmp_path: Path) -> None:
+    """A GB200 tray's GPUs work across trays only through IMEX: no output, no pass."""
+    fabric_check(tmp_path, q_with([healthy_gb200_block()] * 4))
+    checks = judge_run(build_evidence(read_run_folder(tmp_path / "run")), DEFAULTS).checks
+    imex_check = next(c for c in checks if c.check_id == "health.nvlink.imex")
+    assert imex_check.status == "unjudged" and "no nvidia-imex-ctl -N output" in imex_check.reason
+
+
 def test_insufficient_resources_fails_the_node_naming_gpu_and_fields(tmp_path: Path) -> None:
     fabrics = [healthy_gb200_block()] * 4
     fabrics[2] = block(INSUFFICIENT)
@@ -254,6 +262,13 @@ def test_json_domain_up_and_connected_has_no_problem() -> None:
     text = imex_json("UP", {"0": ("READY", links), "1": ("READY", links)})
     assert nvidia_imex.detect(text) == ("nvidia-imex-ctl", 80)
     assert imex(text) == []
+
+
+def test_a_node_with_a_state_towards_some_peers_only_is_unjudged() -> None:
+    both = {"0": "CONNECTED", "1": "CONNECTED", "2": "CONNECTED"}
+    text = imex_json("UP", {"0": ("READY", both), "1": ("READY", both),
+                            "2": ("READY", {"2": "CONNECTED", "0": "CONNECTED"})})  # fmt: skip
+    assert [status for status, _ in imex(text)] == ["unjudged"]
 
 
 def test_json_domain_down_with_a_peer_unavailable_fails() -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from gpuval.checks.context import JudgeState
 from gpuval.checks.health.common import Problem, add_check
+from gpuval.checks.health.fabric import in_nvlink_domain
 from gpuval.evidence import HostEvidence, runs_of
 from gpuval.records.imex import ImexDomainRun
 
@@ -45,9 +46,12 @@ def imex_problems(run: ImexDomainRun) -> list[Problem]:
         more = f" (and {len(broken) - _SHOWN} more)" if len(broken) > _SHOWN else ""
         problems.append(("fail", f"IMEX connection(s) not Connected: "
                          f"{', '.join(broken[:_SHOWN])}{more}", RESTART_ACTION))  # fmt: skip
-    missing = [f"#{node.index}" for node in run.nodes if not node.connections]
+    # Every node must show its state towards every other node: a short matrix row is no pass.
+    listed = {node.index for node in run.nodes}
+    missing = [f"#{node.index}" for node in run.nodes
+               if not (listed - {node.index}) <= set(node.connections)]  # fmt: skip
     if missing and not broken:
-        problems.append(("unjudged", f"no connection state printed for node(s) "
+        problems.append(("unjudged", f"no connection state printed towards every peer for node(s) "
                          f"{', '.join(missing)}", None))  # fmt: skip
     return problems
 
@@ -56,6 +60,13 @@ def imex_checks(judge: JudgeState, host: HostEvidence) -> None:
     """health.nvlink.imex: the last nvidia-imex-ctl -N output the host captured."""
     parsed = list(runs_of(host.files, ImexDomainRun))
     if not parsed:
+        if in_nvlink_domain(host):  # a tray of an NVL72 rack: without IMEX no multi-node NVLink
+            problem: Problem = ("unjudged", "no nvidia-imex-ctl -N output from a tray of a "
+                                "multi-node NVLink domain: its IMEX domain is unknown",
+                                "capture nvidia-imex-ctl -N (preflight) where the "
+                                "nvidia-imex service runs")  # fmt: skip
+            add_check(judge, host, "health.nvlink.imex", [problem], "", None,
+                      reference=IMEX_SOURCE)  # fmt: skip
         return
     latest = parsed[-1]
     run = latest.record
