@@ -89,12 +89,12 @@ def check_limits(plan: CostPlan, *, max_usd: float, max_instances: int) -> None:
     if plan.count > max_instances:
         raise PlanRefused(
             f"{plan.count} instances exceed the limit of {max_instances} per run "
-            "(lambda_max_instances); nothing was launched"
+            "(lambda_cloud_max_instances); nothing was launched"
         )
     if plan.total_usd > max_usd:
         raise PlanRefused(
             f"expected cost ${plan.total_usd:.2f} exceeds the limit of ${max_usd:.2f} per run "
-            "(lambda_max_spend_usd); launch fewer or cheaper instances, set a shorter "
+            "(lambda_cloud_max_spend_usd); launch fewer or cheaper instances, set a shorter "
             "lambda_cloud_hours (or turn off what gpuval plan says costs most), or raise the "
             "limit; nothing was launched"
         )

@@ -28,8 +28,6 @@ from gpuval.plan.step_costs import (
 )
 from gpuval.plan.step_history import measured_durations, median
 
-# All pairs stays the default at this many nodes or fewer when bench_pairs_mode is auto.
-ALL_PAIRS_UP_TO = 8
 FORKS = 50  # ansible.cfg's forks
 
 
@@ -128,15 +126,6 @@ class _Costs:
         for name in defaults:
             self.defaults_used[name] = DEFAULTS[name].reason
         return default_s, "default"
-
-
-def pairs_mode(variables: Variables, nodes: int) -> str:
-    mode = variables.text("bench_pairs_mode", "all-pairs")
-    if mode == "auto":
-        return "all-pairs" if nodes <= ALL_PAIRS_UP_TO else "staged"
-    if mode not in ("all-pairs", "staged"):
-        raise ValueError(f"bench_pairs_mode must be all-pairs, staged or auto, not {mode!r}")
-    return mode
 
 
 def all_pairs_rounds(nodes: int, parallel: bool) -> int:
@@ -381,7 +370,7 @@ def _round_kinds(p: _Planner, plan: steps.RunPlan) -> list[StepCost]:
             if gpu and v.flag("bench_pairs_rdma_gpudirect", "true") == "true"
             else ["host"]
         )
-        parallel = v.flag("bench_pairs_rdma_parallel", "false") == "true"
+        parallel = v.flag("bench_pairs_rdma_parallel", "true") == "true"
         lanes = 1 if parallel else shape.rails
         how = (
             f"{shape.rails} rails at once" if parallel else f"{shape.rails} rails one after another"
@@ -535,7 +524,7 @@ def estimate(
     """The run's time plan from its shape, its role variables and the history's durations."""
     v = Variables(variables)
     plan = steps.RunPlan.from_variables(variables)
-    mode = pairs_mode(v, shape.nodes)
+    mode = steps.pairs_mode_for(v.text("bench_pairs_mode", "auto"), shape.nodes)
     costs = _Costs(measured)
     planner = _Planner(shape, v, costs)
     costs.defaults_used["phase-overhead"] = DEFAULTS["phase-overhead"].reason

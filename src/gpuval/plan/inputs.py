@@ -3,7 +3,6 @@ profile and -e set over them (Ansible's order: extra variables win)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -92,7 +91,3 @@ def merged(*layers: Mapping[str, Any]) -> dict[str, Any]:
     for layer in layers:
         result |= {k: v for k, v in layer.items() if not _templated(v)}
     return result
-
-
-def dumps(document: Mapping[str, Any]) -> str:
-    return json.dumps(document, indent=2) + "\n"

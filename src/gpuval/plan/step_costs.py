@@ -167,12 +167,6 @@ class Variables:
             return "false"
         return "true"
 
-    def items(self, name: str, default: list[str]) -> list[str]:
-        value = self.values.get(name, default)
-        if isinstance(value, str) or not isinstance(value, list | tuple):
-            raise ValueError(f"{name} must be a list, not {value!r}")
-        return [str(item) for item in value]
-
     def size(self, name: str, default: str) -> int:
         try:
             return size_bytes(self.values.get(name, default))
