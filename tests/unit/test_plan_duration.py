@@ -185,3 +185,13 @@ def test_extra_vars_read_as_ansible_playbook_reads_them(tmp_path: Path) -> None:
     }  # fmt: skip
     with pytest.raises(ValueError, match="KEY=VALUE"):
         inputs.extra_vars(["bench_pairs_mode"])
+
+
+@pytest.mark.parametrize("option", ["--max-minutes", "--price-per-hour"])
+def test_a_budget_or_price_of_zero_or_less_is_a_usage_error(
+    option: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        main(["plan", "--nodes", "2", "--gpus-per-node", "8", option, "-5"])
+    assert stopped.value.code == 2
+    assert "'-5' is not allowed: a finite number above 0" in capsys.readouterr().err

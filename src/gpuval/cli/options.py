@@ -45,3 +45,15 @@ def change_fraction(text: str) -> float:
             f"{text!r} is not allowed: a finite fraction, 0 or more (0.05 is 5 %)"
         )
     return value
+
+
+def positive_number(text: str) -> float:
+    """An argparse type: a finite number above 0 (a budget or a price of 0 or less means
+    nothing a plan can be held to)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text!r} is not allowed: a finite number above 0")
+    return value

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gpuval.cli.options import count
+from gpuval.cli.options import count, positive_number
 
 LOG = logging.getLogger(__name__)
 GROUP = "gpu_nodes"
@@ -63,9 +63,11 @@ def add_plan_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
         metavar="F",
         help="hosts Ansible works on at once (default: ansible.cfg's 50)",
     )
-    plan.add_argument("--max-minutes", type=float, metavar="M", help="refuse a longer plan")
     plan.add_argument(
-        "--price-per-hour", type=float, metavar="USD", help="what one node costs per hour"
+        "--max-minutes", type=positive_number, metavar="M", help="refuse a longer plan"
+    )
+    plan.add_argument(
+        "--price-per-hour", type=positive_number, metavar="USD", help="what one node costs per hour"
     )
     plan.add_argument("--json", action="store_true", help="print plan.json instead of the table")
     plan.add_argument(
