@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gpuval import parsers
+from gpuval.files.atomic import temporary_of
 from gpuval.plan.steps import pair_step
 from gpuval.records.base import Diagnostic, ParseResult
 from gpuval.schemas.validation import schema_problems
@@ -432,6 +433,12 @@ def _read_host(run_dir: Path, host: str, found: _Reading) -> None:
             claimed.add(raw)
     for name in names:
         if name.endswith(SIDECAR_SUFFIX) or name in claimed:
+            continue
+        if (stands_for := temporary_of(name)) is not None:
+            found.diagnostics.append(_warning(
+                f"temporary copy of {stands_for!a} left by an interrupted write (the controller "
+                "writes each file to a temporary first); never read", f"{RAW_DIR}/{host}/{name}",
+            ))  # fmt: skip
             continue
         try:
             _read_unclaimed(run_dir, host, name, found)

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from gpuval.evidence import build_evidence
+from gpuval.files import atomic
 from gpuval.runfolder import RunFolder, RunFolderError, read_run_folder
 
 SAMPLE = Path(__file__).parents[1] / "data" / "sample-run"
@@ -184,6 +185,30 @@ def test_names_that_are_not_plain_are_refused(tmp_path: Path) -> None:
     messages = " ".join(d.message for d in folder.refused)
     assert "'n\\udcff'" in messages and "'.hidden'" in messages and "'topo\\n.txt'" in messages
     assert [f.path for f in folder.files] == ["raw/n2/topo.txt"] and folder.hosts == ["n2"]
+
+
+def killed_while_writing(path: Path, content: str) -> None:
+    """gpuval's writer in a child process that dies (no clean-up runs, as on SIGTERM or SIGKILL)
+    after writing its temporary and before renaming it."""
+    child = os.fork()
+    if child == 0:  # pragma: no cover (the child never returns)
+        atomic._replace = lambda temporary, path: os._exit(0)  # type: ignore[assignment]
+        atomic.write_output(path, content)
+        os._exit(1)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_a_temporary_left_by_a_killed_write_is_ignored_not_refused(tmp_path: Path) -> None:
+    run = planted(tmp_path)
+    killed_while_writing(run / "raw/n2/pair-iperf3-r2-n1--n2-try1.json", '{"start": {')
+    (run / "raw/n2/.profile").write_text("")  # hidden, and no temporary: still refused
+    folder = read_run_folder(run)
+    assert refused_sources(folder) == ["raw/n2/"]
+    (left,) = [d for d in folder.diagnostics if "interrupted write" in d.message]
+    assert left.level == "warning" and left.source is not None
+    assert left.source.startswith("raw/n2/.pair-iperf3-r2-n1--n2-try1.json.")
+    assert [f.path for f in folder.files] == ["raw/n2/topo.txt"]  # never read
 
 
 def test_a_pair_step_of_two_other_nodes_is_refused(tmp_path: Path) -> None:

@@ -18,12 +18,14 @@ import contextlib
 import errno
 import json
 import os
+import re
 import secrets
 import stat
 from pathlib import Path
 
 DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
 TEMPORARY_SUFFIX = ".tmp"  # temporaries are hidden: .<name>.<random>.tmp beside <name>
+_TEMPORARY_NAME = re.compile(r"\.(?P<name>.+)\.[0-9a-f]{8}\.tmp\Z")
 NEW_FILE_MODE = 0o666  # less the umask, as open() would make it
 
 
@@ -64,6 +66,14 @@ def existing_mode(path: Path) -> int | None:
     if not stat.S_ISREG(found):
         raise OutputError(f"{path}: not a regular file; name a plain file to write")
     return stat.S_IMODE(found)
+
+
+def temporary_of(name: str) -> str | None:
+    """The file a temporary of this writer stands for (".x.json.0a1b2c3d.tmp" -> "x.json"), or
+    None. A process killed between writing a temporary and renaming it (SIGTERM or SIGKILL, no
+    clean-up runs) leaves one behind: never a whole file, so it is never read."""
+    match = _TEMPORARY_NAME.match(name)
+    return match["name"] if match else None
 
 
 def _write_temporary(path: Path, data: bytes, mode: int | None) -> Path:
