@@ -17,7 +17,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .PHONY: run test lint unit system-deps sample-report bench clean ansible-lint syntax-check molecule \
   collection bench-ansible bench-staged bench-report \
-  test-fixtures
+  test-fixtures tests-without-hosts
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -44,8 +44,8 @@ sample-report: $(STAMP)
 
 ## test: lint, type-check and the whole pytest suite (browser and simulated-host tests included).
 ## The set-up steps run side by side (pip and apt download more than they compute), and so do
-## the static checks and the molecule scenarios (these wait on apt and ssh; their output is
-## printed when each is done). The tests without simulated hosts share the cores (pytest-xdist).
+## the molecule scenarios and, beside them, the static checks then the tests without simulated
+## hosts (the scenarios wait on apt and ssh; each job's output is printed when it is done).
 ## Those with them share their hosts and runs between a file's assertions; the files run $(JOBS)
 ## at a time (a simulated run waits on ssh and apt as much as on the cores), except the pair
 ## tests, which measure the network through the cores and so run alone: beside other work,
@@ -53,8 +53,8 @@ sample-report: $(STAMP)
 PAIR_TESTS := tests/e2e/test_find_the_bad_node.py
 test:
 	$(MAKE) --no-print-directory -j2 $(STAMP) system-deps
-	$(MAKE) --no-print-directory -j2 --output-sync=target molecule lint ansible-lint syntax-check
-	$(BIN)/pytest -q -n $(JOBS) -m "not simhosts"
+	$(MAKE) --no-print-directory -j2 --output-sync=target molecule lint ansible-lint syntax-check \
+	  tests-without-hosts
 	$(BIN)/pytest -q -m simhosts -n $(JOBS) --dist loadfile --durations=10 --ignore=$(PAIR_TESTS)
 	$(BIN)/pytest -q -m simhosts --durations=10 $(PAIR_TESTS)
 
@@ -92,6 +92,10 @@ molecule: $(STAMP) test-fixtures
 
 unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit
+
+## tests-without-hosts: every test but the simulated-host ones (unit, corpus, browser, CLI)
+tests-without-hosts: $(STAMP)
+	$(BIN)/pytest -q -n $(JOBS) -m "not simhosts"
 
 ## bench: every benchmark, timings printed, never asserted: the nccl-tests parser on ~100 MB of
 ## generated logs, its time and memory on 20 MB of real runs and a 200 MB binary file (targets
