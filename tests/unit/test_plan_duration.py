@@ -195,3 +195,21 @@ def test_a_budget_or_price_of_zero_or_less_is_a_usage_error(
         main(["plan", "--nodes", "2", "--gpus-per-node", "8", option, "-5"])
     assert stopped.value.code == 2
     assert "'-5' is not allowed: a finite number above 0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("levels", "named"),
+    [
+        (3, "health_levels must map a level name"),
+        ({"standard": ["burn"]}, "health_levels.standard must be a mapping"),
+        ({"standard": {"burn_seconds": "long"}}, "health_levels.standard.burn_seconds must be"),
+        ({"standard": {"timeout_s": -1}}, "health_levels.standard.timeout_s must be"),
+    ],
+)
+def test_a_malformed_health_level_is_a_usage_error_naming_its_key(
+    levels: object, named: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    extra = json.dumps({"health_level": "standard", "health_levels": levels})
+    arguments = ["plan", "--nodes", "2", "--gpus-per-node", "8", "--reports", str(tmp_path)]
+    assert main([*arguments, "-e", extra]) == 2
+    assert named in capsys.readouterr().err

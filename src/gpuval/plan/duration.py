@@ -459,6 +459,31 @@ def _pairs_phase(p: _Planner, plan: steps.RunPlan, mode: str) -> tuple[PhaseCost
     return PhaseCost("pairs", (p.overhead("pairs"), all_nodes), note), 0, fault
 
 
+def _health_level(v: Variables, level: str) -> tuple[int, int, float]:
+    """(burn seconds, DCGM level, timeout) of a health level: the role's defaults, or what
+    `health_levels` sets, each checked with the path of its key in the message."""
+    defaults = {"quick": (20, 1, 300), "standard": (60, 2, 900), "extended": (300, 3, 3600)}
+    burn, dcgm, timeout = defaults[level]
+    levels = v.values.get("health_levels") or {}
+    if not isinstance(levels, Mapping):
+        raise ValueError(
+            f"health_levels must map a level name to its settings (burn_seconds, dcgm_level, "
+            f"timeout_s), not {levels!r}"
+        )
+    settings = levels.get(level) or {}
+    if not isinstance(settings, Mapping):
+        raise ValueError(
+            f"health_levels.{level} must be a mapping (burn_seconds, dcgm_level, timeout_s), "
+            f"not {settings!r}"
+        )
+    named = Variables({f"health_levels.{level}.{key}": value for key, value in settings.items()})
+    return (
+        named.whole(f"health_levels.{level}.burn_seconds", burn),
+        named.whole(f"health_levels.{level}.dcgm_level", dcgm),
+        named.number(f"health_levels.{level}.timeout_s", timeout),
+    )
+
+
 def _closing_phases(p: _Planner, plan: steps.RunPlan) -> list[PhaseCost]:
     v = p.v
     health = [
@@ -469,12 +494,7 @@ def _closing_phases(p: _Planner, plan: steps.RunPlan) -> list[PhaseCost]:
     ]
     level = plan.health_level
     if level != "none" and p.shape.gpus_per_node:
-        levels = v.values.get("health_levels") or {}
-        settings = levels.get(level, {}) if isinstance(levels, Mapping) else {}
-        defaults = {"quick": (20, 1, 300), "standard": (60, 2, 900), "extended": (300, 3, 3600)}
-        burn, dcgm, timeout = defaults[level]
-        burn = int(settings.get("burn_seconds", burn))
-        dcgm = int(settings.get("dcgm_level", dcgm))
+        burn, dcgm, timeout = _health_level(v, level)
         health.append(
             p.step(
                 "health",
@@ -483,7 +503,7 @@ def _closing_phases(p: _Planner, plan: steps.RunPlan) -> list[PhaseCost]:
                 burn + DEFAULTS["burn-start"].seconds,
                 "burn-start",
                 count=p.waves,
-                timeout_s=settings.get("timeout_s", timeout),
+                timeout_s=timeout,
                 switch="-e health_level=none",
             )
         )
@@ -496,7 +516,7 @@ def _closing_phases(p: _Planner, plan: steps.RunPlan) -> list[PhaseCost]:
                 DEFAULTS[key].seconds,
                 key,
                 count=p.waves,
-                timeout_s=settings.get("timeout_s", timeout),
+                timeout_s=timeout,
                 switch="-e health_level=none",
             )
         )
