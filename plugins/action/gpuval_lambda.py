@@ -73,9 +73,16 @@ options:
     description: Name of an SSH key of the Lambda account, installed on the instances.
     type: str
   hours:
-    description: Expected duration of the run; the plan's total and the time-to-live.
+    description:
+      - Expected duration of the run; the plan's total and the time-to-live.
+      - 0 or less takes them from O(predicted_s) (gpuval.cloud.cost.time_to_live_hours).
     type: float
     default: 1.0
+  predicted_s:
+    description:
+      - The run's predicted duration in seconds (C(gpuval_plan)'s C(plan.total_s)), used when
+        O(hours) is 0 or less; a quarter is added, and the launch's waits.
+    type: float
   max_spend_usd:
     description: The most this run may cost; a larger plan is refused.
     type: float
@@ -201,6 +208,7 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "count": {"type": "int", "default": 1},
     "ssh_key_name": {"type": "str", "no_log": False},
     "hours": {"type": "float", "default": 1.0},
+    "predicted_s": {"type": "float"},
     "max_spend_usd": {"type": "float"},
     "max_instances": {"type": "int", "default": 8},
     "active_timeout_s": {"type": "float", "default": 1200.0},
@@ -258,6 +266,7 @@ class ActionModule(ActionBase):
 def act(params: dict[str, Any], check_mode: bool, run_dir: Path, result: dict[str, Any]) -> None:
     """Plan, launch or tear down, as params["state"] says; what happened goes into result."""
     from gpuval.cloud import guard, provision
+    from gpuval.cloud.cost import time_to_live_hours
     from gpuval.cloud.lambda_api import (
         LambdaCloud,
         api_key_from_environment,
@@ -278,10 +287,13 @@ def act(params: dict[str, Any], check_mode: bool, run_dir: Path, result: dict[st
             "cost": teardown.cost,
         }
         return
+    options = {option: params[option] for option in REQUEST_OPTIONS}
+    if options["hours"] <= 0:
+        options["hours"] = time_to_live_hours(
+            params["predicted_s"] or 0.0, params["active_timeout_s"], params["ssh_timeout_s"]
+        )
     request = provision.RunRequest(
-        run_id=params["run_id"] or run_dir.name,
-        run_dir=run_dir,
-        **{option: params[option] for option in REQUEST_OPTIONS},
+        run_id=params["run_id"] or run_dir.name, run_dir=run_dir, **options
     )
     plan = provision.plan(client, request)
     result |= {"plan": plan.to_dict(), "plan_lines": plan.lines()}

@@ -21,7 +21,7 @@ import pytest
 from tests.fake_lambda_api import FakeLambdaCloud, FakeType, Machine
 
 from gpuval.cloud import guard
-from gpuval.cloud.cost import PlanRefused, billed_usd, check_limits, plan_run
+from gpuval.cloud.cost import PlanRefused, billed_usd, check_limits, plan_run, time_to_live_hours
 from gpuval.cloud.lambda_api import (
     CODE_INVALID_KEY,
     CODE_NO_CAPACITY,
@@ -389,3 +389,11 @@ def test_the_guard_terminates_at_the_deadline(
     reasons = {i.terminated_by for i in read_state(request.state_file).instances}
     assert len(reasons) == 1
     assert next(iter(reasons)).startswith("guard: time-to-live reached")
+
+
+def test_the_time_to_live_is_the_prediction_with_a_quarter_more_and_the_launch_waits() -> None:
+    # 1 h predicted: 1.25 h, plus 20 min for active and 10 for ssh: 1.75 h, up to a tenth.
+    assert time_to_live_hours(3600, 1200, 600) == 1.8
+    assert time_to_live_hours(288, 1200, 600) == 0.6  # 360 + 1800 s: exactly 0.6 h
+    with pytest.raises(PlanRefused, match="set lambda_cloud_hours"):
+        time_to_live_hours(0, 1200, 600)

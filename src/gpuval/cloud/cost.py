@@ -16,6 +16,9 @@ from typing import Any
 from gpuval.cloud.lambda_api import Offer
 
 SECONDS_PER_BILLED_MINUTE = 60
+# The time-to-live allows a quarter more than `gpuval plan` predicts: its step defaults come from
+# one H100 run and simulated hosts, and a slow step must not have its nodes terminated under it.
+PREDICTION_MARGIN = 1.25
 
 
 class PlanRefused(ValueError):
@@ -82,6 +85,18 @@ def plan_run(
         price_cents_per_hour=kind.price_cents_per_hour,
         hours=hours,
     )
+
+
+def time_to_live_hours(predicted_s: float, active_timeout_s: float, ssh_timeout_s: float) -> float:
+    """Hours the instances may live when the user gave none: the predicted run with its margin,
+    plus the launch's own waits (active, then ssh), rounded up to a tenth of an hour."""
+    if not math.isfinite(predicted_s) or predicted_s <= 0:
+        raise PlanRefused(
+            f"the predicted duration must be more than 0 seconds, not {predicted_s}: set "
+            "lambda_cloud_hours, or check what gpuval plan predicts for these nodes"
+        )
+    seconds = predicted_s * PREDICTION_MARGIN + active_timeout_s + ssh_timeout_s
+    return math.ceil(seconds / 360) / 10
 
 
 def check_limits(plan: CostPlan, *, max_usd: float, max_instances: int) -> None:
