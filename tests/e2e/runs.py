@@ -93,3 +93,20 @@ def process_seconds(run_dir: Path) -> float:
 
 def _stamp(text: str) -> float:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+# The pair phase's iperf3 pairs, shorter than a cluster's: the benchmark.yml runs are about
+# the playbook.
+SHORT_PAIRS = {"bench_pairs_iperf3_seconds": 2, "bench_pairs_iperf3_timeout_s": 20}
+
+
+def sidecar(run: PlaybookRun, host: str, step: str) -> dict[str, object]:
+    document = json.loads((run.run_dir / "raw" / host / f"{step}.meta.json").read_text())
+    assert isinstance(document, dict)
+    return document
+
+
+def summary(run: PlaybookRun) -> dict[str, object]:
+    document = json.loads((run.run_dir / "summary.json").read_text())
+    assert isinstance(document, dict)
+    return document

@@ -223,7 +223,7 @@ def test_a_rate_limited_launch_is_retried(whole_run: WholeRun) -> None:
 
 def test_the_run_is_benchmarked_reported_and_torn_down(whole_run: WholeRun) -> None:
     run = whole_run.run
-    # The recordings fail the verdict (see test_benchmark_playbook): judged after teardown.
+    # The recordings fail the verdict (see test_recorded_gpu_run): judged after teardown.
     assert run.returncode == 2, run.output[-6000:]
     assert "gpuval verdict FAIL" in run.output
     terminated = run.output.index("TASK [lambda_cloud : Terminate the run's instances and record")
