@@ -22,7 +22,8 @@ description:
     that shape the run, the role variables set for the first host or on the controller over the
     suite's defaults) and RV(declared) (per host, what its inventory variables say it is,
     of C(gpuval_gpu_model), C(gpuval_gpus_per_node), C(gpuval_system), C(gpuval_nic_count),
-    C(gpuval_nic_rate_gbit), C(gpuval_ib_hcas) and C(gpuval_network_interface); only those set).
+    C(gpuval_nic_rate_gbit), C(gpuval_ib_hcas), C(gpuval_network_interface), C(gpuval_nvl_domain)
+    and C(gpuval_nvl_domain_nodes); only those set).
 options:
   collectives: {description: nccl-tests collectives to name steps for., type: list, elements: str}
   hosts: {description: The hosts of the run, in inventory order., type: list, elements: str}

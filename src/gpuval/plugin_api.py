@@ -421,19 +421,23 @@ DECLARED_VARIABLES: dict[str, tuple[str, type]] = {
     "nic_rate_gbit": ("gpuval_nic_rate_gbit", float),
     "ib_hcas": ("gpuval_ib_hcas", list),
     "network_interface": ("gpuval_network_interface", str),
+    "nvl_domain": ("gpuval_nvl_domain", str),
+    "nvl_domain_nodes": ("gpuval_nvl_domain_nodes", int),
 }
+_ZERO_UNSET = {"gpus_per_node", "nvl_domain_nodes"}
 KIND_WORDS = {str: "a string", int: "a whole number", float: "a number", list: "a list"}
 
 
 def declared_hardware(variables: Mapping[str, Any]) -> dict[str, Any]:
     """What a host's inventory variables say it is (run.json `declared`): the variables that are
-    set, in run.schema.json's types. Unset means null, "" or, for gpuval_gpus_per_node, 0 (the
-    inventories' "do not check"); gpuval_ib_hcas may be NCCL_IB_HCA's comma-separated form.
+    set, in run.schema.json's types. Unset means null, "" or, for gpuval_gpus_per_node and
+    gpuval_nvl_domain_nodes, 0 (the inventories' "do not check"); gpuval_ib_hcas may be
+    NCCL_IB_HCA's comma-separated form.
     A value of the wrong type is a ValueError naming its variable."""
     declared: dict[str, Any] = {}
     for key, (variable, kind) in DECLARED_VARIABLES.items():
         value = variables.get(variable)
-        if value is None or value == "" or value == [] or (key == "gpus_per_node" and value == 0):
+        if value is None or value == "" or value == [] or (key in _ZERO_UNSET and value == 0):
             continue
         try:
             if kind is list:

@@ -165,6 +165,14 @@ def test_declared_hardware_takes_the_variables_that_are_set_in_the_schemas_types
     assert plugin_api.declared_hardware({"gpuval_ib_hcas": ["mlx5_0"]}) == {"ib_hcas": ["mlx5_0"]}
 
 
+def test_declared_hardware_takes_the_nvlink_domain_of_a_tray() -> None:
+    declared = plugin_api.declared_hardware({"gpuval_nvl_domain": "rack-a01",
+                                             "gpuval_nvl_domain_nodes": "18"})  # fmt: skip
+    assert declared == {"nvl_domain": "rack-a01", "nvl_domain_nodes": 18}
+    # 0 trays is "the run's nodes that name the rack", not a rack of none
+    assert plugin_api.declared_hardware({"gpuval_nvl_domain_nodes": 0}) == {}
+
+
 @pytest.mark.parametrize(
     ("variables", "message"),
     [

@@ -3,8 +3,8 @@
 One module per subject, each a set of functions of the evidence, the catalog and the
 thresholds: folder (the run folder and its steps), nccl (collectives), p2p (GPU pairs inside a
 node), topology (the board), network (ports), hardware (declared vs detected), consistency
-(across hosts), pairs (find the bad node), cluster (MPI preflight, all-nodes bench) and health
-(Xid, memory, clocks, PCIe/NVLink/RDMA errors, GPU burn, DCGM).
+(across hosts), pairs (find the bad node), cluster (MPI preflight, all-nodes bench), health
+(Xid, memory, clocks, PCIe/NVLink/RDMA errors, GPU burn, DCGM) and racks (NVL72 NVLink domains).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from gpuval.checks.nccl import collective_checks
 from gpuval.checks.network import network_checks
 from gpuval.checks.p2p import gpu_pair_checks
 from gpuval.checks.pairs import PairAnalysis, PairThresholds, analyse_pairs
+from gpuval.checks.racks import Rack, rack_checks
 from gpuval.checks.thresholds import Thresholds
 from gpuval.checks.topology import topology_checks
 from gpuval.evidence import RunEvidence
@@ -38,6 +39,7 @@ class CheckOutcome:
     checks: list[Check]
     expectations: list[Expectation]
     pairs: PairAnalysis
+    racks: list[Rack]
 
 
 def judge_run(evidence: RunEvidence, thresholds: Thresholds) -> CheckOutcome:
@@ -53,10 +55,11 @@ def judge_run(evidence: RunEvidence, thresholds: Thresholds) -> CheckOutcome:
     collective_checks(judge)
     gpu_pair_checks(judge)
     health_checks(judge)
+    racks = rack_checks(judge)
     pairs = analyse_pairs(evidence, PairThresholds.from_thresholds(thresholds))
     judge.checks += pairs.checks
     cluster_checks(judge)
     version_checks(judge)
     outlier_checks(judge)
     evidence_check(judge)
-    return CheckOutcome(judge.checks, list(judge.expectations.values()), pairs)
+    return CheckOutcome(judge.checks, list(judge.expectations.values()), pairs, racks)

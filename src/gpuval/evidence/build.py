@@ -160,6 +160,8 @@ def _declared(document: dict[str, Any]) -> Declared:
         nic_rate_gbit=float(rate) if rate is not None else None,
         ib_hcas=tuple(document.get("ib_hcas", ())),
         network_interface=document.get("network_interface"),
+        nvl_domain=document.get("nvl_domain"),
+        nvl_domain_nodes=document.get("nvl_domain_nodes"),
     )
 
 

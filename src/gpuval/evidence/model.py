@@ -168,6 +168,8 @@ class Declared:
     nic_rate_gbit: float | None = None
     ib_hcas: tuple[str, ...] = ()
     network_interface: str | None = None
+    nvl_domain: str | None = None  # the multi-node NVLink domain (NVL72 rack) of the node
+    nvl_domain_nodes: int | None = None  # trays that domain holds (18: a full NVL72 rack)
 
 
 @dataclass

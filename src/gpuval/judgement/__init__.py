@@ -127,4 +127,5 @@ def judge_run_folder(folder: RunFolder, judging: Judging, generated_at: str) -> 
         p2p_runs=p2p,
         topo_runs=topo_runs(runs),
         measurements=measurement_rows(runs, files, outcome.pairs.tries),
+        racks=outcome.racks,
     )

@@ -14,6 +14,7 @@ from typing import Any
 from gpuval.checks.baseline import Baseline
 from gpuval.checks.model import Check, Expectation, Status
 from gpuval.checks.pairs import PairAnalysis
+from gpuval.checks.racks import Rack
 from gpuval.checks.thresholds import Thresholds
 from gpuval.evidence import HostFacts
 from gpuval.profile import Profile
@@ -193,6 +194,7 @@ class RunJudgement:
     p2p_runs: list[P2PMatrices]
     topo_runs: list[TopoRun]
     measurements: list[MeasurementRow]
+    racks: list[Rack] = field(default_factory=list)  # NVLink domains: declared, else as reported
 
     @property
     def profile_name(self) -> str | None:

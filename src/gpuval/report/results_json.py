@@ -58,6 +58,8 @@ def results_document(judgement: RunJudgement) -> dict[str, Any]:
         # The acceptance profile and the baseline the run was judged with (None: defaults, none).
         "profile": j.profile_name,
         "baseline": j.baseline_name,
+        # NVLink domains (NVL72 racks); left out when the run has none.
+        **({"racks": to_jsonable(j.racks)} if j.racks else {}),
     }
 
 

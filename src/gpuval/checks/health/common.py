@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Iterable
 
 from gpuval.checks.context import JudgeState
-from gpuval.checks.model import Check, Status, rank
+from gpuval.checks.model import Category, Check, Status, rank
 from gpuval.checks.wording import listed
 from gpuval.evidence import HostEvidence, Parsed
 from gpuval.plan.steps import after_step
@@ -19,7 +19,7 @@ Problem = tuple[Status, str, str | None]  # status, what was found, what to do
 
 def add_check(
     judge: JudgeState,
-    host: HostEvidence,
+    host: HostEvidence | str,
     check_id: str,
     problems: list[Problem],
     passed: str,
@@ -27,18 +27,21 @@ def add_check(
     measured: float | str | None = None,
     reference: float | str | None = None,
     unit: str | None = None,
-) -> None:
+    category: Category = "health",
+) -> Status:
     """One check from a list of problems: the worst status, every problem listed, the actions of
-    the worst ones; `passed` is the reason when there is none."""
+    the worst ones; `passed` is the reason when there is none. `host`: a host or CLUSTER."""
     problems = sorted(problems, key=lambda p: rank(p[0]))  # the worst named first
     status = problems[0][0] if problems else "pass"
     actions = list(dict.fromkeys(p[2] for p in problems if p[0] == status and p[2]))
     judge.add(Check(
-        check_id=check_id, host=host.name, category="health", status=status,
+        check_id=check_id, host=host if isinstance(host, str) else host.name,
+        category=category, status=status,
         reason=listed([p[1] for p in problems], limit=4) if problems else passed,
         source=source, action="; ".join(actions) or None, measured=measured,
         reference=reference, unit=unit,
     ))  # fmt: skip
+    return status
 
 
 def missing_probe(

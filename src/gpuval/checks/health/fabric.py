@@ -57,14 +57,26 @@ def _plain(name: str) -> str:
     return re.sub(r"[^a-z]", "", name.lower())
 
 
-def in_nvlink_domain(host: HostEvidence) -> bool:
-    """Whether the node's GPUs belong to a multi-node NVLink domain (an NVL72 tray): its
-    system says so, or, without one, every catalog system of its model does."""
+def domain_nodes(host: HostEvidence) -> int | None:
+    """Nodes of the multi-node NVLink domain the node is a tray of (18 on an NVL72 rack): its
+    system's, or, without one, that of every catalog system of its model when they agree;
+    None: the node's NVLink ends at its own board."""
     if host.system is not None:
-        return host.system.nvlink_domain_nodes is not None
+        return host.system.nvlink_domain_nodes
     model = host.model
     boards = [s for s in systems() if model and s.gpu_models and model.model in s.gpu_models]
-    return bool(boards) and all(s.nvlink_domain_nodes is not None for s in boards)
+    sizes = {s.nvlink_domain_nodes for s in boards}
+    return sizes.pop() if len(sizes) == 1 else None
+
+
+def in_nvlink_domain(host: HostEvidence) -> bool:
+    """Whether the node's GPUs belong to a multi-node NVLink domain (an NVL72 tray)."""
+    return domain_nodes(host) is not None
+
+
+def zero_uuid(cluster_uuid: str) -> bool:
+    """An all-zero ClusterUUID: the GPU is in no multi-node domain."""
+    return bool(_ZERO_UUID.match(cluster_uuid.strip()))
 
 
 def _registration(name: str, fabric: SmiFabric) -> Problem | None:
@@ -86,7 +98,7 @@ def _identity(name: str, fabric: SmiFabric) -> list[Problem]:
     if fabric.clique_id is not None and fabric.clique_id.strip() == "0":
         found.append(("fail", f"{name} CliqueId 0: not in the rack's NVLink domain",
                       JOIN_ACTION))  # fmt: skip
-    if fabric.cluster_uuid is not None and _ZERO_UUID.match(fabric.cluster_uuid.strip()):
+    if fabric.cluster_uuid is not None and zero_uuid(fabric.cluster_uuid):
         found.append(("fail", f"{name} ClusterUUID {fabric.cluster_uuid}: all zeros, not in "
                       "the rack's NVLink domain", JOIN_ACTION))  # fmt: skip
     return found
