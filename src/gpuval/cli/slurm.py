@@ -121,7 +121,7 @@ def _current(names: Sequence[str]) -> dict[str, SlurmNode]:
     return {node.name: node for node in nodes}
 
 
-def _apply(actions: list[NodeAction], command: str, dry_run: bool) -> int:
+def apply_actions(actions: list[NodeAction], command: str, dry_run: bool) -> int:
     """Run (or print) each action's scontrol command; how many failed (each said on stderr)."""
     failed = 0
     for action in actions:
@@ -170,7 +170,7 @@ def drain_command(args: argparse.Namespace) -> int:
               file=sys.stderr)  # fmt: skip
         current = {}
     actions = drain.drain_actions(judgement, names, current, args.reason_prefix)
-    return EXIT_ERROR if _apply(actions, "drain", args.dry_run) else EXIT_OK
+    return EXIT_ERROR if apply_actions(actions, "drain", args.dry_run) else EXIT_OK
 
 
 def resume_command(args: argparse.Namespace) -> int:
@@ -200,7 +200,7 @@ def resume_command(args: argparse.Namespace) -> int:
     except (ValueError, scontrol.SlurmCommandError) as problem:
         return _error("resume", str(problem))  # a SlurmOutputError is a ValueError too
     actions = drain.resume_actions(nodes, keep, args.reason_prefix)
-    if _apply(actions, "resume", args.dry_run):
+    if apply_actions(actions, "resume", args.dry_run):
         return EXIT_ERROR
     held = [a for a in actions if not a.act and a.note != "not drained"]
     return EXIT_KEPT if held else EXIT_OK

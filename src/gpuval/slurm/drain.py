@@ -92,13 +92,14 @@ def not_rechecked(
     """Each host whose gpuval drain reason names a check this run did not pass on it -> why it
     stays drained: a run that never repeated the test a node was drained for (a preflight-only
     run, another profile) is no evidence that the node recovered. `reasons`: host -> the reason
-    Slurm holds its node with; the check is the reason's first word after the prefix."""
+    Slurm holds its node with; the check is the reason's first word after the prefix (a check
+    id may hold colons, health.xid.0000:b3:00, so only the one that ends the word is cut)."""
     passed = {(c.host, c.check_id) for c in judgement.checks if c.status in ("pass", "warn")}
     held = {}
     for host, reason in reasons.items():
         if not is_ours(reason, prefix):
             continue
-        check_id = reason.removeprefix(f"{prefix}: ").split(" ", 1)[0].split(":", 1)[0]
+        check_id = reason.removeprefix(f"{prefix}: ").split(" ", 1)[0].removesuffix(":")
         if (host, check_id) not in passed:
             held[host] = (
                 f"stays drained: run {judgement.run_id} did not pass {check_id} on it, the check "
