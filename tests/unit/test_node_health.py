@@ -15,62 +15,14 @@ growth of counters needs a previous capture, so a node's first run is unjudged.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from tests import fake_scontrol
+from tests.node_doubles import SLURM, node_data, node_health
 
-REPO = Path(__file__).parents[2]
-SLURM = REPO / "tests" / "data" / "slurm"
-DOUBLES = REPO / "tests" / "fixtures" / "gpu-doubles"
-PCI_LISTING = REPO / "tests" / "data" / "outputs" / "sysfs-pci" / "dev-vm-grep-virtio-no-link.txt"
 OFF_BUS_REASON = "gpuval: health.xid.0000:06:00: fallen off the bus"
 PERSON = "disk replacement, ticket 4711"
-
-
-def node_data(folder: Path, fault: str | None) -> Path:
-    """The doubles' recordings of one node (with `fault`) and a sysfs-like PCI folder."""
-    data = folder / "data"
-    subprocess.run(["sh", str(DOUBLES / "data.sh"), str(data)], check=True)
-    command = [sys.executable, str(DOUBLES / "health-data.py"), str(data)]
-    subprocess.run(command + (["--fault", fault] if fault else []), check=True)
-    for line in PCI_LISTING.read_text().splitlines():
-        path, _, value = line.rpartition(":")
-        target = folder / "pci" / path.removeprefix("/sys/bus/pci/devices/")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(value + "\n")
-    return data
-
-
-def node_health(
-    folder: Path, node: str, *options: str, scontrol_text: Path | None = None,
-    gpu_tools: bool = True,
-) -> subprocess.CompletedProcess[str]:  # fmt: skip
-    """gpuval node-health on the recorded node, with the doubles (or without nvidia-smi)."""
-    environment = fake_scontrol.install(folder, SLURM)
-    if scontrol_text:
-        environment["FAKE_SCONTROL_TEXT"] = str(scontrol_text)
-    tools = folder / "tools"
-    tools.mkdir(exist_ok=True)
-    for tool in ("journalctl", *(["nvidia-smi"] if gpu_tools else [])):
-        link = tools / tool
-        if not link.exists():
-            link.symlink_to(DOUBLES / "bin" / tool)
-    environment |= {
-        "PATH": f"{tools}:{environment['PATH']}",
-        "GPUVAL_DOUBLES_DATA": str(folder / "data"),
-        "PYTHONPATH": str(REPO / "src"),
-    }
-    command = [
-        sys.executable, "-m", "gpuval", "node-health", "--node", node,
-        "--state-dir", str(folder / "state"), "--work-dir", str(folder),
-        "--sysfs-pci-root", str(folder / "pci"),
-        "--sysfs-infiniband-root", str(folder / "data" / "sys" / "class" / "infiniband"),
-        "--modules-file", str(folder / "data" / "proc-modules"), *options,
-    ]  # fmt: skip
-    return subprocess.run(command, capture_output=True, text=True, env=environment, check=False)
 
 
 def updates(folder: Path) -> list[list[str]]:
