@@ -52,6 +52,10 @@ def _common(parser: argparse.ArgumentParser) -> None:
         help="the run's inventory: its gpuval_slurm_node variables name the Slurm nodes",
     )  # fmt: skip
     parser.add_argument("--dry-run", action="store_true", help="print the scontrol commands only")
+    add_reason_prefix(parser)
+
+
+def add_reason_prefix(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--reason-prefix", default=scontrol.REASON_PREFIX, metavar="PREFIX",
         help="the first word of gpuval's reasons (default: gpuval)",

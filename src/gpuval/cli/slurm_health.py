@@ -12,7 +12,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from gpuval.cli.slurm import apply_actions
+from gpuval.cli.slurm import add_reason_prefix, apply_actions
 from gpuval.plan.health_probes import ProbePaths
 from gpuval.slurm import scontrol
 from gpuval.slurm.node_health import DEFAULT_BUDGET_S, PROBE_SHARE
@@ -26,11 +26,12 @@ Judge this node's health where it runs: the passive probes of the health role (k
 lines, nvidia-smi -q -x, NVLink error counters, PCIe and RDMA sysfs, loaded modules) run at once
 into a private run folder, raw file and sidecar each, and are judged with gpuval's node health
 checks, as `gpuval report` judges them. One line per check that did not pass.
-Each probe is killed after {PROBE_SHARE:.0%} of --budget (default {DEFAULT_BUDGET_S:.0f} s: slurmd
-kills a HealthCheckProgram after 60 s); the rest is for judging and scontrol. A probe whose tool is
-not installed is skipped; without nvidia-smi the node is unjudged, never passed. Counters judged
-by their growth (RDMA and NVLink errors, slowdowns) are judged since the previous run, whose
-captures --state-dir keeps: on a node's first run they, and the node, are unjudged.
+Each probe is killed after {PROBE_SHARE:.0%} of --budget (default {DEFAULT_BUDGET_S:.0f} s;
+slurmd kills a HealthCheckProgram after 60 s); the rest is for judging and scontrol. A probe
+whose tool is not installed is skipped; without nvidia-smi the node is unjudged, never passed.
+Counters judged by their growth (RDMA and NVLink errors, slowdowns) are judged since the
+previous run, whose captures --state-dir keeps: on a node's first run they, and the node, are
+unjudged.
 --slurm: a failing node is drained, reason `gpuval: <check>: <detail>`; a node drained by gpuval
 whose check passes again is resumed; a node drained or down for another reason (a person's) is
 left as it is, and so is every node on an unjudged verdict.
@@ -56,10 +57,7 @@ def add_node_health_command(
         help=f"time for the whole program (default {DEFAULT_BUDGET_S:.0f})",
     )  # fmt: skip
     parser.add_argument("--node", metavar="NAME", help="this node's Slurm name")
-    parser.add_argument(
-        "--reason-prefix", default=scontrol.REASON_PREFIX, metavar="PREFIX",
-        help="the first word of gpuval's reasons (default: gpuval)",
-    )  # fmt: skip
+    add_reason_prefix(parser)
     parser.add_argument("--profile", metavar="NAME|FILE", help="judge with this profile's "
                         "thresholds (default: gpuval's)")  # fmt: skip
     parser.add_argument(
@@ -115,9 +113,14 @@ def node_health_command(args: argparse.Namespace) -> int:
         host_dir = run_dir / "raw" / node
         node_health.carry_previous(args.state_dir, host_dir)
         health = node_health.judge_node(run_dir, node, probes, judging)
-        node_health.keep_for_next(host_dir, args.state_dir)
     except (OSError, RunFolderError) as problem:
         return _error(f"{run_dir}: {problem}")
+    else:
+        try:
+            node_health.keep_for_next(host_dir, args.state_dir)
+        except OSError as problem:  # this verdict stands; the next run's growth is unjudged
+            print(f"gpuval node-health: captures not kept for the next run: {problem} "
+                  "(--state-dir names a folder this user may write)", file=sys.stderr)  # fmt: skip
     finally:
         if args.keep:
             print(f"run folder: {run_dir}")
