@@ -1,4 +1,4 @@
-"""The health role's kernel log capture (roles/health/templates/kernel-log.sh.j2), run as the
+"""The health probes' kernel log capture (gpuval.plan.health_probes.KERNEL_LOG_SCRIPT), run as the
 node runs it (/bin/sh -c) with stand-ins of journalctl and dmesg first on PATH: journald's
 "nothing here" outputs fall back to dmesg, whatever journalctl's exit status."""
 
@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "roles/health/templates/kernel-log.sh.j2"
+from gpuval.plan.health_probes import KERNEL_LOG_SCRIPT
+
 DMESG_LINE = "[    1.000000] NVRM: loading NVIDIA UNIX Open Kernel Module"
 JOURNAL_LINE = "2026-11-22T19:01:01.123456+00:00 node1 kernel: Linux version 6.8.0"
 
@@ -26,7 +27,7 @@ def capture(tmp_path: Path, journalctl: str, dmesg: str) -> subprocess.Completed
     stand_in(bin_dir, "journalctl", journalctl)
     stand_in(bin_dir, "dmesg", dmesg)
     return subprocess.run(
-        ["/bin/sh", "-c", SCRIPT.read_text()],
+        ["/bin/sh", "-c", KERNEL_LOG_SCRIPT],
         env={"PATH": f"{bin_dir}:/usr/bin:/bin"},
         capture_output=True,
         text=True,

@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from gpuval.plan import steps
+from gpuval.plan.health_probes import ProbePaths, capture_steps, health_probes
 from gpuval.plan.steps import PLAN_VARIABLES, RunPlan, expected_steps, pair_step
 
 REPO = Path(__file__).resolve().parents[2]
@@ -98,11 +99,11 @@ def test_a_health_level_adds_the_burn_and_dcgm_to_every_host() -> None:
         RunPlan.from_variables({"health_level": "thorough"})
 
 
-def test_the_health_roles_probes_are_the_registrys() -> None:
-    probes = yaml.safe_load((REPO / "roles/health/vars/main.yml").read_text())
-    stages = {p["name"]: tuple(p["stages"]) for p in probes["health_passive_probes"]}
-    assert stages == steps.HEALTH_PASSIVE_STAGES
-    assert probes["health_after_suffix"] == steps.AFTER_SUFFIX
+def test_the_health_probe_table_has_a_probe_for_each_registered_step() -> None:
+    names = [probe.name for probe in health_probes()]
+    assert sorted(names) == sorted(steps.HEALTH_PASSIVE_STAGES)
+    after = [step["name"] for step in capture_steps("after", ProbePaths())]
+    assert after == steps.health_passive_steps("after")
 
 
 def test_expected_steps_follow_the_plan_and_the_phases_run() -> None:

@@ -18,6 +18,7 @@ from gpuval import __version__
 from gpuval.cli.options import change_fraction, count, slug_option
 from gpuval.cli.plan import add_plan_command, plan_command
 from gpuval.cli.slurm import add_slurm_commands, drain_command, resume_command
+from gpuval.cli.slurm_health import add_node_health_command, node_health_command
 from gpuval.files.atomic import OutputError, write_output
 
 if TYPE_CHECKING:
@@ -299,6 +300,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_plan_command(commands)
     add_slurm_commands(commands)
+    add_node_health_command(commands)
     commands.add_parser("tools", help="list the tools whose output gpuval reads")
     return top
 
@@ -555,6 +557,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "run": _run, "report": _report, "history": _history, "compare": _compare,
         "baseline": _baseline, "prune": _prune, "profile": _profile, "parse": _parse,
         "plan": plan_command, "drain": drain_command, "resume": resume_command,
+        "node-health": node_health_command,
     }  # fmt: skip
     if args.command in handlers:
         try:

@@ -52,6 +52,10 @@ def _common(parser: argparse.ArgumentParser) -> None:
         help="the run's inventory: its gpuval_slurm_node variables name the Slurm nodes",
     )  # fmt: skip
     parser.add_argument("--dry-run", action="store_true", help="print the scontrol commands only")
+    add_reason_prefix(parser)
+
+
+def add_reason_prefix(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--reason-prefix", default=scontrol.REASON_PREFIX, metavar="PREFIX",
         help="the first word of gpuval's reasons (default: gpuval)",
@@ -121,7 +125,7 @@ def _current(names: Sequence[str]) -> dict[str, SlurmNode]:
     return {node.name: node for node in nodes}
 
 
-def _apply(actions: list[NodeAction], command: str, dry_run: bool) -> int:
+def apply_actions(actions: list[NodeAction], command: str, dry_run: bool) -> int:
     """Run (or print) each action's scontrol command; how many failed (each said on stderr)."""
     failed = 0
     for action in actions:
@@ -170,7 +174,7 @@ def drain_command(args: argparse.Namespace) -> int:
               file=sys.stderr)  # fmt: skip
         current = {}
     actions = drain.drain_actions(judgement, names, current, args.reason_prefix)
-    return EXIT_ERROR if _apply(actions, "drain", args.dry_run) else EXIT_OK
+    return EXIT_ERROR if apply_actions(actions, "drain", args.dry_run) else EXIT_OK
 
 
 def resume_command(args: argparse.Namespace) -> int:
@@ -200,7 +204,7 @@ def resume_command(args: argparse.Namespace) -> int:
     except (ValueError, scontrol.SlurmCommandError) as problem:
         return _error("resume", str(problem))  # a SlurmOutputError is a ValueError too
     actions = drain.resume_actions(nodes, keep, args.reason_prefix)
-    if _apply(actions, "resume", args.dry_run):
+    if apply_actions(actions, "resume", args.dry_run):
         return EXIT_ERROR
     held = [a for a in actions if not a.act and a.note != "not drained"]
     return EXIT_KEPT if held else EXIT_OK

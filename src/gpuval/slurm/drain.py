@@ -86,20 +86,33 @@ def not_passed(judgement: RunJudgement) -> dict[str, str]:
     return held
 
 
+def _passed_again(judgement: RunJudgement, host: str, check_id: str) -> bool:
+    """Whether the run passed `check_id` on the host: the check itself passed, or, when the run
+    has no such check, the check it details did (a per-GPU check such as
+    health.xid.0000:b3:00 exists only while failing; a clean kernel log is one health.xid pass).
+    """
+    own = [c for c in judgement.checks if c.host == host]
+    exact = [c.status for c in own if c.check_id == check_id]
+    if exact:
+        return worst(exact) in ("pass", "warn")
+    parents = [c.status for c in own if check_id.startswith(c.check_id + ".")]
+    return bool(parents) and worst(parents) in ("pass", "warn")
+
+
 def not_rechecked(
     judgement: RunJudgement, reasons: Mapping[str, str], prefix: str
 ) -> dict[str, str]:
     """Each host whose gpuval drain reason names a check this run did not pass on it -> why it
     stays drained: a run that never repeated the test a node was drained for (a preflight-only
     run, another profile) is no evidence that the node recovered. `reasons`: host -> the reason
-    Slurm holds its node with; the check is the reason's first word after the prefix."""
-    passed = {(c.host, c.check_id) for c in judgement.checks if c.status in ("pass", "warn")}
+    Slurm holds its node with; the check is the reason's first word after the prefix (a check
+    id may hold colons, health.xid.0000:b3:00, so only the one that ends the word is cut)."""
     held = {}
     for host, reason in reasons.items():
         if not is_ours(reason, prefix):
             continue
-        check_id = reason.removeprefix(f"{prefix}: ").split(" ", 1)[0].split(":", 1)[0]
-        if (host, check_id) not in passed:
+        check_id = reason.removeprefix(f"{prefix}: ").split(" ", 1)[0].removesuffix(":")
+        if not _passed_again(judgement, host, check_id):
             held[host] = (
                 f"stays drained: run {judgement.run_id} did not pass {check_id} on it, the check "
                 "it was drained for"
