@@ -222,7 +222,8 @@ def test_a_group_whose_first_node_left_is_judged_by_the_next_one() -> None:
     active = {"node2", "node3", "node4"}
     assert search.leaders(active) == {("node1", "node2"): "node2", ("node3", "node4"): "node3"}
     judged = record_round(search, [], {"node2": True, "node3": False}, active)
-    assert judged.known_good == ("node1", "node2") and judged.suspects == ("node3", "node4")
-    # node1 left the play: it partners no suspect
+    # node1 left the play before its group's test: never measured, so not tested, not good
+    assert judged.known_good == ("node2",) and judged.suspects == ("node3", "node4")
+    assert judged.untested == ("node1",)
     assert {p for c in judged.confirmations for p in c.partners} == {"node2"}
     assert GroupSearch.start(hosts).leaders(set()) == {}  # nobody left: no leader, it fails
