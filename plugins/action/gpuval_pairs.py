@@ -86,7 +86,7 @@ options:
   partners:
     description:
       - Partners that passed per suspect (staged; at least 2; default 2). Read at stage start
-        only: the search carries it after, so stage search refuses it.
+        only; the search carries it after, so stage search refuses it.
     type: int
   commands:
     description:
