@@ -501,7 +501,8 @@ def worst_rounds(count: int, bad: int = 1) -> int:
 
 @dataclass(frozen=True)
 class Played:
-    """A search played to its end: rounds of each stage, and what it flagged."""
+    """A search played to its end: rounds of each stage, and what it flagged. `stages`: each
+    round in order as (groups or pairs, hosts it tests, its largest group: 2 for pairs)."""
 
     rounds: int
     group_rounds: int
@@ -510,6 +511,7 @@ class Played:
     pair_tests: int
     flagged: list[str]
     verdicts: dict[str, str]
+    stages: tuple[tuple[str, int, int], ...] = ()
 
 
 def simulate(
@@ -523,18 +525,21 @@ def simulate(
     if unknown:
         raise ValueError(f"bad node(s) not among the hosts: {', '.join(sorted(unknown))}")
     group_rounds = pair_rounds = group_tests = pair_tests = 0
+    stages: list[tuple[str, int, int]] = []
     while search.stage != "done":
         if search.stage == "groups":
             groups = search.groups()
             group_rounds, group_tests = group_rounds + 1, group_tests + len(groups)
+            stages.append(("groups", sum(map(len, groups)), max(map(len, groups))))
             search = search.record_groups({g: not broken & set(g) for g in groups})
         else:
             first_round = search.pairs()[0]
             pair_rounds, pair_tests = pair_rounds + 1, pair_tests + len(first_round)
+            stages.append(("pairs", 2 * len(first_round), 2))
             search = search.record_pairs({p: not broken & set(p) for p in first_round})
     return Played(
         search.rounds, group_rounds, pair_rounds, group_tests, pair_tests, search.flagged(),
-        search.verdicts(),
+        search.verdicts(), tuple(stages),
     )  # fmt: skip
 
 
@@ -578,7 +583,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "rounds": played.rounds,
         "bound": worst_rounds(len(hosts), max(len(arguments.bad), 1)),
         "all_pairs_rounds": len(hosts) - 1 if len(hosts) % 2 == 0 else len(hosts),
-        **{k: v for k, v in vars(played).items() if k != "rounds"},
+        **{k: v for k, v in vars(played).items() if k not in ("rounds", "stages")},
     }
     print(json.dumps(document, indent=2))
     return 0
