@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from gpuval.plan import steps
-from gpuval.plan.group_testing import MIN_PARTNERS, Played, simulate
+from gpuval.plan.confirmation import MIN_PARTNERS
+from gpuval.plan.group_testing import Played, simulate
 from gpuval.plan.step_costs import (
     DEFAULTS,
     Variables,
