@@ -30,7 +30,8 @@ def test_each_stage_judges_the_group_steps_the_last_one_ran() -> None:
     assert returned["group_runs"]["node1"]["name"] == "allnodes-allreduce"
     ran = {h for h, part in returned["group_runs"].items() if part["leader"]}
     search = json.loads(json.dumps(returned["search"]))
-    for stage in (2, 3):  # the first group fails each time: node1's half, then its pair
+    # The first group fails each time: node1's half, then its pair (both halves tested at once).
+    for stage, sizes in ((2, ("4", "4")), (3, ("2", "2"))):
         searched = begin("search", search)
         assert set(searched.group_steps(ACTIVE)) == ran
         failed = {h: {"status": "fail" if h == "node1" else "pass"} for h in ran}
@@ -40,6 +41,7 @@ def test_each_stage_judges_the_group_steps_the_last_one_ran() -> None:
         assert set(leaders.values()) == {f"allnodes-allreduce-g{stage}"}
         ran = set(leaders)
         search = returned["search"]
+        assert returned["stage_summary"].endswith(f"next groups of {', '.join(sizes)} node(s)")
     failed = {h: {"status": "fail" if h == "node1" else "pass"} for h in ran}
     confirm, returned = begin("search", search).advance([], failed, ACTIVE, 0)
     assert confirm.mode == "pairs" and confirm.suspects == ["node1", "node2"]

@@ -400,9 +400,7 @@ def stage_summary(
 ) -> str:
     """One line on the round just judged and what runs next (the role prints it)."""
     untested = f", not tested {', '.join(search.untested)}" if search.untested else ""
-    sizes = (
-        f" of {', '.join(str(len(g)) for g in planned.groups)} node(s)" if planned.groups else ""
-    )
+    sizes = ", ".join(str(len(g)) for g in planned.groups)
     why = "; ".join(str(o.get("reason", "")) for o in groups.values() if o.get("reason"))
     return (
         f"search round {search.rounds}: suspects {', '.join(planned.suspects) or 'none'}, passed "
