@@ -9,7 +9,7 @@ from itertools import combinations
 
 import pytest
 
-from gpuval.plan import group_testing, steps
+from gpuval.plan import group_testing, pair_rounds, steps
 from gpuval.plan.group_testing import (
     GroupSearch,
     record_round,
@@ -271,3 +271,20 @@ def test_a_malformed_search_is_an_error_naming_the_key_and_what_to_do(
         GroupSearch.from_dict(data)
     assert named in str(raised.value)
     assert "hand back the `search` the previous gpuval_pairs call returned" in str(raised.value)
+
+
+def test_every_schedule_of_concurrent_pairs_is_packed_by_one_function() -> None:
+    # Retries, the confirmation plan and the search's pairs still to measure: one first fit.
+    plan = [("node1", "node3"), ("node2", "node4"), ("node1", "node4"), ("node2", "node3")]
+    packed = pair_rounds.pack(plan, lambda pair: pair)
+    assert packed == [[("node1", "node3"), ("node2", "node4")],
+                      [("node1", "node4"), ("node2", "node3")]]  # fmt: skip
+    assert pair_rounds.confirm_rounds(["node1", "node2"], ["node3", "node4"], 2) == packed
+    search = (
+        GroupSearch.start(hosts_of(4))
+        .record_groups({})
+        .record_groups({("node1", "node2"): False, ("node3", "node4"): True})
+    )
+    assert search.pairs() == packed
+    entries = [pair_rounds.entry(1, a, b, {"iperf3": 2}) for a, b in plan]
+    assert pair_rounds.pack_rounds(entries) == pair_rounds.pack(entries, lambda e: (e["a"], e["b"]))
