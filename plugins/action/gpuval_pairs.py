@@ -12,10 +12,7 @@ from typing import TYPE_CHECKING, Any
 from ansible.plugins.action import ActionBase
 
 if TYPE_CHECKING:
-    from gpuval.plan.group_testing import GroupSearch
     from gpuval.plan.pair_plan import PairPlan
-    from gpuval.plan.pair_rounds import NextStage
-    from gpuval.plugin_api import PairProgress
 
 DOCUMENTATION = r"""
 ---
@@ -30,9 +27,12 @@ description:
   - Returns the latest try of every measurement (RV(pairs)), the pairs to run again
     (RV(retry_rounds)), the next stage (RV(next)), the MPI preflight's outcome and, in staged
     mode, the search (RV(search), handed back with O(search) after each of its rounds), the
-    stages it may still take (RV(search_rounds_left)) and the group tests' outcomes
-    (RV(groups)). Every planned entry is C({round, a, b, tries, steps, peers, lanes}), with the
-    try number of each kind and the step names it writes (gpuval.plan.steps).
+    stages it may still take (RV(search_rounds_left)), one line on the round just judged
+    (RV(stage_summary)) and on the search so far (RV(search_summary)), and the group tests'
+    outcomes (RV(groups)); RV(next)'s C(scope) holds the round numbers its pairs use. The search
+    itself is C(gpuval.plan.group_testing.SearchCall); this action only reads its options,
+    calls gpuval and returns. Every planned entry is C({round, a, b, tries, steps, peers,
+    lanes}), with the try number of each kind and the step names it writes (gpuval.plan.steps).
   - With O(commands), also what the nodes run (C(gpuval.plan.pair_plan)), that is the kinds
     that run and why the others do not (RV(kinds), RV(skip_reasons), RV(summary)), the rails
     (RV(rdma_rails), RV(hosts_with_rail), RV(rails)), RV(addresses), staged mode's
@@ -76,13 +76,18 @@ options:
     description: Judge and retry only pairs of these rounds (default all).
     type: list
     elements: int
-  max_tries: {description: Tries per measurement, the first included., type: int, default: 3}
+  max_tries:
+    description:
+      - Tries per measurement, the first included (default 3). For the repeats (RV(retry_rounds));
+        refused at stage search, whose judge call plans none (the role repeats before it).
+    type: int
   thresholds: {description: gpuval thresholds JSON (pair_low_fraction)., type: path}
   parallel: {description: False puts every pair in a round of its own., type: bool, default: true}
   partners:
-    description: Partners that passed per suspect (staged; at least 2).
+    description:
+      - Partners that passed per suspect (staged; at least 2; default 2). Read at stage start
+        only; the search carries it after, so stage search refuses it.
     type: int
-    default: 2
   commands:
     description:
       - Plan what the nodes run (C(gpuval.plan.pair_plan)) from the role's C(bench_pairs_*)
@@ -109,10 +114,10 @@ ARGUMENT_SPEC: dict[str, Any] = {
         "default": ["iperf3"],
     },
     "rounds": {"type": "list", "elements": "int"},
-    "max_tries": {"type": "int", "default": 3},
+    "max_tries": {"type": "int"},
     "thresholds": {"type": "path"},
     "parallel": {"type": "bool", "default": True},
-    "partners": {"type": "int", "default": 2},
+    "partners": {"type": "int"},
     "commands": {"type": "bool", "default": False},
 }
 
@@ -121,13 +126,17 @@ class ActionModule(ActionBase):
     _supports_check_mode = True
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
-        from gpuval.plan import pair_rounds, steps
+        from gpuval.plan import group_testing, pair_rounds, steps
         from gpuval.plugin_api import judge_pairs
 
         task_vars = task_vars or {}
         result: dict[str, Any] = super().run(tmp, task_vars)
         _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
-        if args["max_tries"] < 1:
+        if args["stage"] == "search" and args["max_tries"] is not None:
+            return {**result, "failed": True, "msg": "max_tries is for the repeats: stage search "
+                    "plans none (the role repeats before it), leave it out"}  # fmt: skip
+        max_tries = 3 if args["max_tries"] is None else args["max_tries"]
+        if max_tries < 1:
             return {**result, "failed": True, "msg": "max_tries must be at least 1"}
         run_dir = Path(args["run_dir"])
         hosts = args["hosts"]
@@ -152,27 +161,42 @@ class ActionModule(ActionBase):
             # A dry run has no run folder yet: nothing to judge or plan.
             return {**result, **done}
         try:
-            searched = _searched(args, task_vars, hosts, active, kinds)
+            search = (
+                group_testing.SearchCall.begin(
+                    args["stage"], args["search"], hosts, active, kinds, args["partners"],
+                    task_vars.get("hostvars", {}),
+                )
+                if mode == "staged" and args["stage"] != "pairs"
+                else None
+            )  # fmt: skip
             progress = judge_pairs(
                 run_dir,
                 kinds,
                 Path(args["thresholds"]) if args["thresholds"] else None,
                 args["rounds"],
-                group_steps=searched.group_steps if searched else None,
+                group_steps=search.group_steps(active) if search else None,
             )
-            if searched is not None:
-                planned = searched.next(progress, active, lanes, result, plan)
+            if search is not None:
+                planned, returned = search.advance(
+                    progress.latest, progress.groups, active, progress.used_rounds, lanes,
+                    plan.all_nodes_run if plan else None,
+                )  # fmt: skip
+                result.update(returned)
             elif mode == "all-pairs" and args["stage"] == "start":
                 planned = pair_rounds.all_pairs_stage(hosts, kinds, active, lanes)
             else:
                 planned = pair_rounds.NextStage("done")
         except ValueError as problem:  # a host list the plan refuses (duplicates, '--'), a mode
             return {**result, "failed": True, "msg": str(problem)}
-        retries: list[Any] = pair_rounds.one_pair_per_round(
-            pair_rounds.pack_rounds(
-                pair_rounds.retry_entries(progress.latest, args["max_tries"], active, lanes)
-            ),
-            args["parallel"],
+        retries: list[Any] = (
+            []
+            if args["stage"] == "search"
+            else pair_rounds.one_pair_per_round(
+                pair_rounds.pack_rounds(
+                    pair_rounds.retry_entries(progress.latest, max_tries, active, lanes)
+                ),
+                args["parallel"],
+            )
         )
         next_stage = asdict(planned)
         next_stage["rounds"] = pair_rounds.one_pair_per_round(planned.rounds, args["parallel"])
@@ -210,71 +234,3 @@ class ActionModule(ActionBase):
             },
             active,
         )
-
-
-def _searched(
-    args: dict[str, Any], task_vars: dict[str, Any], hosts: list[str],
-    active: set[str], kinds: list[str],
-) -> _Search | None:  # fmt: skip
-    """Staged mode's search: new at the start, else as the previous call left it."""
-    from gpuval.plan import group_testing, steps
-
-    if steps.pairs_mode_for(args["mode"], len(hosts)) != "staged" or args["stage"] == "pairs":
-        return None
-    if args["stage"] == "start":
-        if args["partners"] < group_testing.MIN_PARTNERS:
-            raise ValueError(
-                f"partners must be at least {group_testing.MIN_PARTNERS} (bench_pairs_partners)"
-            )
-        topology = group_testing.topology_of(task_vars.get("hostvars", {}), hosts)
-        search = group_testing.GroupSearch.start(
-            [h for h in hosts if h in active], args["partners"], topology,
-            by_pairs="allreduce" not in kinds,
-        )  # fmt: skip
-        return _Search(search, kinds, started=True, active=active)
-    if not args["search"]:
-        raise ValueError("stage search needs the search the previous call returned")
-    search = group_testing.GroupSearch.from_dict(args["search"])
-    return _Search(search, kinds, started=False, active=active)
-
-
-class _Search:
-    """Staged mode between two calls: the search, the group steps its last round wrote, and
-    what it plans next (gpuval.plan.group_testing)."""
-
-    def __init__(
-        self, search: GroupSearch, kinds: list[str], started: bool, active: set[str]
-    ) -> None:
-        from gpuval.plan import steps
-
-        self.search, self.kinds, self.started = search, kinds, started
-        measured_groups = not started and search.stage == "groups" and not search.by_pairs
-        name = steps.group_allreduce(search.rounds + 1)
-        leaders = search.leaders(active).values() if measured_groups else []
-        self.group_steps = dict.fromkeys(leaders, name)
-
-    def next(
-        self, progress: PairProgress, active: set[str], lanes: list[Any],
-        result: dict[str, Any], plan: PairPlan | None,
-    ) -> NextStage:  # fmt: skip
-        """Record the round just run (not at the start), plan the next; `result` gets the
-        search, the stages it may still take and, for group tests, every host's part."""
-        from gpuval.plan import group_testing, steps
-
-        search = self.search
-        if not self.started:
-            passed = {h: o["status"] == "pass" for h, o in progress.groups.items()}
-            search = group_testing.record_round(search, progress.latest, passed, active)
-        planned = group_testing.search_stage(
-            search, self.kinds, active, progress.used_rounds, lanes
-        )
-        result["search"] = search.to_dict()
-        result["search_rounds_left"] = group_testing.rounds_left(search)
-        if planned.mode == "groups" and plan:
-            name = steps.group_allreduce(search.rounds + 1)
-            result["group_runs"] = {
-                host: part
-                for g in planned.groups
-                for host, part in plan.all_nodes_run(g, name).items()
-            }
-        return planned

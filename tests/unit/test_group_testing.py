@@ -9,7 +9,7 @@ from itertools import combinations
 
 import pytest
 
-from gpuval.plan import group_testing, steps
+from gpuval.plan import group_testing, pair_rounds, steps
 from gpuval.plan.group_testing import (
     GroupSearch,
     record_round,
@@ -222,7 +222,69 @@ def test_a_group_whose_first_node_left_is_judged_by_the_next_one() -> None:
     active = {"node2", "node3", "node4"}
     assert search.leaders(active) == {("node1", "node2"): "node2", ("node3", "node4"): "node3"}
     judged = record_round(search, [], {"node2": True, "node3": False}, active)
-    assert judged.known_good == ("node1", "node2") and judged.suspects == ("node3", "node4")
-    # node1 left the play: it partners no suspect
+    # node1 left the play before its group's test: never measured, so not tested, not good
+    assert judged.known_good == ("node2",) and judged.suspects == ("node3", "node4")
+    assert judged.untested == ("node1",)
     assert {p for c in judged.confirmations for p in c.partners} == {"node2"}
     assert GroupSearch.start(hosts).leaders(set()) == {}  # nobody left: no leader, it fails
+
+
+def test_a_node_lost_before_the_screen_ran_is_not_tested_even_when_the_screen_passed() -> None:
+    hosts = hosts_of(8)
+    search = GroupSearch.start(hosts)
+    active = set(hosts) - {"node5"}  # unreachable before the all-nodes test: never measured
+    passed = record_round(search, [], {"node1": True}, active)
+    assert "node5" not in passed.known_good and passed.untested == ("node5",)
+    assert passed.to_dict()["untested"] == ["node5"]
+    assert GroupSearch.from_dict(passed.to_dict()).untested == ("node5",)
+
+
+def test_a_node_lost_from_a_failing_group_is_neither_split_nor_suspected() -> None:
+    hosts = hosts_of(4)
+    judged = GroupSearch.start(hosts).record_groups({}, active={"node1", "node3", "node4"})
+    assert judged.untested == ("node2",)
+    assert judged.groups() == [("node3", "node4")] and judged.suspects == ("node1",)
+
+
+@pytest.mark.parametrize(
+    ("broken", "named"),
+    [
+        ("not a dict", "search must be a mapping, not str"),
+        ({"pending": None}, "the key pending is missing"),
+        ({"pending": "node1"}, "pending must be a list of mappings, not str"),
+        ({"hosts": "node1 node2"}, "hosts must be a list of host names, not str"),
+        ({"partners": "two"}, "partners must be a whole number, not str"),
+        ({"partners": 1}, "partners must be at least 2, not 1"),
+        ({"pending": [{"parent": None}]}, "the key pending[0].group is missing"),
+        ({"confirmations": [{"suspect": "node1", "partners": {"node2": "yes"}}]},
+         "confirmations[0].partners must be a mapping of partner -> true, false or null"),
+    ],
+)  # fmt: skip
+def test_a_malformed_search_is_an_error_naming_the_key_and_what_to_do(
+    broken: object, named: str
+) -> None:
+    whole = GroupSearch.start(hosts_of(4)).to_dict()
+    # A key given as None is left out.
+    changed = {**whole, **broken} if isinstance(broken, dict) else {}
+    data = {k: v for k, v in changed.items() if v is not None} if changed else broken
+    with pytest.raises(ValueError) as raised:
+        GroupSearch.from_dict(data)
+    assert named in str(raised.value)
+    assert "hand back the `search` the previous gpuval_pairs call returned" in str(raised.value)
+
+
+def test_every_schedule_of_concurrent_pairs_is_packed_by_one_function() -> None:
+    # Retries, the confirmation plan and the search's pairs still to measure: one first fit.
+    plan = [("node1", "node3"), ("node2", "node4"), ("node1", "node4"), ("node2", "node3")]
+    packed = pair_rounds.pack(plan, lambda pair: pair)
+    assert packed == [[("node1", "node3"), ("node2", "node4")],
+                      [("node1", "node4"), ("node2", "node3")]]  # fmt: skip
+    assert pair_rounds.confirm_rounds(["node1", "node2"], ["node3", "node4"], 2) == packed
+    search = (
+        GroupSearch.start(hosts_of(4))
+        .record_groups({})
+        .record_groups({("node1", "node2"): False, ("node3", "node4"): True})
+    )
+    assert search.pairs() == packed
+    entries = [pair_rounds.entry(1, a, b, {"iperf3": 2}) for a, b in plan]
+    assert pair_rounds.pack_rounds(entries) == pair_rounds.pack(entries, lambda e: (e["a"], e["b"]))

@@ -5,13 +5,16 @@ unconfirmed: a warning that says how to confirm, never a fail, and its partner i
 
 from __future__ import annotations
 
+from itertools import product
 from pathlib import Path
 
+import pytest
 from tests.unit.test_pairs import bad, by_id, iperf3_file
 
 from gpuval.checks.model import CLUSTER
 from gpuval.checks.pairs import PairAnalysis, analyse_pairs
 from gpuval.evidence import pair_evidence
+from gpuval.plan.group_testing import Confirmation
 from gpuval.runfolder import RawFile, RunFolder
 
 # 12 nodes: above the 8 up to which auto measures all pairs, so auto means staged.
@@ -69,3 +72,38 @@ def test_a_staged_run_of_eight_nodes_or_fewer_is_judged_as_all_pairs() -> None:
     folder = RunFolder(Path("."), meta, HOSTS[:8], [], files)
     checks = analyse_pairs(pair_evidence(folder)).checks
     assert ("fail", "pairs.iperf3.node", "node5") in bad(checks)
+
+
+def test_three_partners_two_low_one_healthy_is_unconfirmed_as_the_search_says() -> None:
+    # bench_pairs_partners: 3. Low with node1 and node2, healthy with node3: the search calls it
+    # unconfirmed (not failed with every partner); the report must not flag it either, nor pass.
+    partners = {"node1": A_LITTLE_LOW, "node2": A_LITTLE_LOW, "node3": HEALTHY}
+    node = by_id(judged(confirmations(partners)).checks)["pairs.iperf3.node", "node5"]
+    assert node.status == "warn"
+    assert "low, unconfirmed: measured low with node1, node2 but not with node3" in node.reason
+    search = Confirmation("node5", {p: gbps == HEALTHY for p, gbps in partners.items()})
+    assert search.verdict == "unconfirmed"
+
+
+@pytest.mark.parametrize("outcomes", list(product([True, False], repeat=3)))
+def test_the_report_flags_exactly_the_suspects_the_search_flags(
+    outcomes: tuple[bool, ...],
+) -> None:
+    # Every outcome of three partners: the report's node verdict and the search's agree.
+    partners = {f"node{i}": HEALTHY if ok else A_LITTLE_LOW for i, ok in enumerate(outcomes, 1)}
+    node = by_id(judged(confirmations(partners)).checks)["pairs.iperf3.node", "node5"]
+    verdict = Confirmation("node5", dict(zip(partners, outcomes, strict=True))).verdict
+    assert node.status == {"flagged": "fail", "cleared": "pass", "unconfirmed": "warn"}[verdict]
+
+
+def test_a_partner_that_confirmed_two_flagged_suspects_is_not_flagged() -> None:
+    # node2 partners both suspects (the search pairs suspect i with good nodes i and i+1): its
+    # two low pairs are node5's and node6's, not its own.
+    files = confirmations({"node1": A_LITTLE_LOW, "node2": A_LITTLE_LOW})
+    files += [
+        *both_ways("node2", "node6", A_LITTLE_LOW, 3),
+        *both_ways("node3", "node6", A_LITTLE_LOW, 4),
+    ]
+    checks = judged(files).checks
+    assert sorted(c.host for c in checks if c.status == "fail") == ["node5", "node6"]
+    assert by_id(checks)["pairs.iperf3.node", "node2"].status == "pass"

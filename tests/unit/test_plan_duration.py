@@ -4,6 +4,7 @@ documented step defaults (gpuval.plan.step_costs), and the history as a source."
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 
 from gpuval.cli import main
 from gpuval.history.store import TABLES
-from gpuval.plan import duration, inputs
+from gpuval.plan import duration, group_testing, inputs
 from gpuval.plan.host_order import circle_rounds
 from gpuval.plan.step_history import measured_durations
 
@@ -24,6 +25,10 @@ NCCL_1G_S = 5 + (2**31 - 8) * 25 * 2 / 50e9
 
 def shape(nodes: int, gpus: int = 8, rails: int = 8) -> duration.Shape:
     return duration.Shape(tuple(f"n{i}" for i in range(nodes)), gpus, rails)
+
+
+def hosts_of(count: int) -> list[str]:
+    return [f"node{i}" for i in range(1, count + 1)]
 
 
 def pairs_phase(estimate: duration.RunEstimate) -> duration.PhaseCost:
@@ -64,16 +69,47 @@ def test_rails_in_parallel_cost_one_rail_per_memory() -> None:
     assert saved == pytest.approx(15 * 7 * 2 * 7)  # 15 rounds, 7 of the 8 rails, 2 memories, 7 s
 
 
-def test_staged_at_1024_nodes_is_the_all_nodes_test_plus_a_bound_per_fault() -> None:
+# One round of pairs with the role defaults, rails in parallel: iperf3 2 x (10 + 1) s, torch
+# all-reduce 15 s, nccl pair sweep + 2 x 0.1 s launch, 2 memories x (5 + 2) s, 7 s Ansible +
+# 3 s collect.
+ONE_ROUND = 22 + 15 + (NCCL_1G_S + 0.2) + 2 * 7 + 10
+
+
+def all_nodes_s(size: int) -> float:
+    """The torch all-reduce's 15 s plus 0.1 s of launch per node."""
+    return 15 + 0.1 * size
+
+
+def test_staged_at_1024_nodes_is_the_all_nodes_test_plus_the_searchs_own_rounds() -> None:
     estimate = duration.estimate(shape(1024), {**DEFAULTS, "bench_pairs_mode": "staged"}, {})
     waves = 21  # 1024 hosts, 50 forks
-    assert pairs_phase(estimate).total_s == pytest.approx(4 * waves + 15 + 0.1 * 1024)
-    assert duration.fault_rounds(1024) == 2 * 10 + 2
-    assert duration.fault_rounds(32) == 12
-    # Bisection levels of 1024, 512, ..., 2 hosts in batches of 50: 21, 11, 6, 3, 2, then 1 x 5;
-    # two rounds a level, plus two confirmations.
-    assert duration.fault_round_waves(1024, 50) == 2 * (21 + 11 + 6 + 3 + 2 + 5) + 2
-    assert duration.fault_round_waves(32, 50) == 12
+    assert pairs_phase(estimate).total_s == pytest.approx(4 * waves + all_nodes_s(1024))
+    # One bad node: after the screen, 9 rounds of groups (both halves of the failing group at
+    # once: groups of 512 ... 2, 1024 ... 4 hosts, Ansible's 10 s in waves of 50), then the two
+    # suspects of the last pair meet two partners each in two rounds of two pairs.
+    groups = sum(all_nodes_s(2**k) + 10 * math.ceil(2 ** (k + 1) / 50) for k in range(1, 10))
+    assert estimate.fault_s == pytest.approx(groups + 2 * ONE_ROUND)
+
+
+def test_the_plan_takes_the_searchs_own_rounds_not_a_bound() -> None:
+    estimate = duration.estimate(shape(16), {**DEFAULTS, "bench_pairs_mode": "staged"}, {})
+    played = group_testing.simulate(hosts_of(16), ["node1"])
+    assert [kind for kind, _, _ in played.stages] == ["groups"] * 4 + ["pairs"] * 2
+    assert duration.fault_search(16, 2, by_pairs=False) == played
+    # Groups of 8, 4 and 2 (their all-nodes runs at once), then two rounds of pairs: 6 rounds in
+    # all, where 2*log2(16)+2 = 10 pair rounds were priced before.
+    groups = sum(all_nodes_s(size) + 10 for size in (8, 4, 2))
+    assert estimate.fault_s == pytest.approx(groups + 2 * ONE_ROUND)
+    assert "adds 5 round(s) of the search (3 of groups, 2 of pairs" in pairs_phase(estimate).note
+
+
+def test_without_the_all_reduce_the_screen_is_a_round_of_pairs() -> None:
+    variables = {**DEFAULTS, "bench_pairs_mode": "staged", "bench_pairs_allreduce": False}
+    estimate = duration.estimate(shape(16), variables, {})
+    one_round = ONE_ROUND - 15
+    assert pairs_phase(estimate).total_s == pytest.approx(4 + one_round)
+    # The failed pair's two nodes meet two partners each: two rounds of pairs.
+    assert estimate.fault_s == pytest.approx(2 * one_round)
 
 
 def test_auto_mode_is_all_pairs_up_to_8_nodes() -> None:

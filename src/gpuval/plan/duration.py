@@ -6,19 +6,23 @@ named by the history database, gpuval.plan.step_history), else a documented defa
 (gpuval.plan.step_costs); every step says which. Node-local work runs on `forks` hosts at a
 time (ansible.cfg), so a phase of node-local steps costs one wave per `forks` hosts. The pair
 phase costs its rounds: all pairs (the circle schedule: N-1 rounds, N for odd N), or staged (an
-all-nodes test, then for each faulty node at most 2*ceil(log2 N)+2 rounds of bisection and
-confirmation). A hung step costs its timeout: the plan lists each step's.
+all-nodes test, then for each faulty node the search's own rounds: gpuval.plan.group_testing
+plays it against one bad node, each group round priced as its largest group's all-nodes test,
+each confirmation round as a round of pairs). A hung step costs its timeout: the plan lists each
+step's.
 """
 
 from __future__ import annotations
 
-import math
+import functools
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from gpuval.plan import steps
+from gpuval.plan.confirmation import MIN_PARTNERS
+from gpuval.plan.group_testing import Played, simulate
 from gpuval.plan.step_costs import (
     DEFAULTS,
     Variables,
@@ -137,19 +141,12 @@ def all_pairs_rounds(nodes: int, parallel: bool) -> int:
     return nodes - 1 if nodes % 2 == 0 else nodes
 
 
-def fault_rounds(nodes: int) -> int:
-    """Staged: rounds one faulty node costs at most (bisection of the failing group, then two
-    known-good partners to confirm it): 2*ceil(log2 N)+2."""
-    return 2 * math.ceil(math.log2(nodes)) + 2 if nodes >= 2 else 0
-
-
-def fault_round_waves(nodes: int, forks: int) -> int:
-    """The waves of Ansible work of those rounds: the two rounds of bisection level i hold the
-    hosts of a group of N/2**i, in batches of `forks`; the two confirmations one pair each."""
-    if nodes < 2:
-        return 0
-    levels = math.ceil(math.log2(nodes))
-    return sum(2 * batches(math.ceil(nodes / 2**level), forks) for level in range(levels)) + 2
+@functools.lru_cache(maxsize=8)
+def fault_search(nodes: int, partners: int, by_pairs: bool) -> Played:
+    """The staged search played against one bad node, the first host: its half is the larger
+    one at every split, so no other place costs more rounds (gpuval.plan.group_testing)."""
+    hosts = [f"node{i}" for i in range(1, nodes + 1)]
+    return simulate(hosts, hosts[:1], partners, by_pairs=by_pairs)
 
 
 class _Planner:
@@ -408,32 +405,22 @@ def _pairs_phase(p: _Planner, plan: steps.RunPlan, mode: str) -> tuple[PhaseCost
     scale = {
         "all-pairs": all_pairs_rounds(shape.nodes, v.flag("bench_pairs_parallel", "true") == "true")
     }
-    if mode == "all-pairs":
-        rounds = scale["all-pairs"]
-        body = [
-            StepCost(
-                k.phase,
-                k.step,
-                k.key,
-                k.count * rounds * round_waves,
-                k.each_s,
-                k.source,
-                k.timeout_s,
-                k.switch,
-            )
-            for k in kinds
-        ]
+
+    def pair_rounds(rounds: int) -> list[StepCost]:
+        """`rounds` rounds of pairs, each in waves of `forks` hosts."""
+        body = [replace(k, count=k.count * rounds * round_waves) for k in kinds]
+        overhead = "per round: Ansible and the collect"
         body.append(
             StepCost(
-                "pairs",
-                "per round: Ansible and the collect",
-                "round-overhead",
-                rounds * round_waves,
-                round_fixed,
-                "default",
+                "pairs", overhead, "round-overhead", rounds * round_waves, round_fixed, "default"
             )
         )
         p.costs.defaults_used["round-overhead"] = DEFAULTS["round-overhead"].reason
+        return body
+
+    if mode == "all-pairs":
+        rounds = scale["all-pairs"]
+        body = pair_rounds(rounds)
         note = f"all pairs: {rounds} round(s) of {shape.nodes // 2} pair(s) at once"
         repeats = one_round * round_waves * (plan.pairs_max_tries - 1)
         return PhaseCost("pairs", (p.overhead("pairs"), *body), note), rounds, repeats
@@ -441,22 +428,34 @@ def _pairs_phase(p: _Planner, plan: steps.RunPlan, mode: str) -> tuple[PhaseCost
         f"--{n}-bytes {v.text(f'bench_pairs_allreduce_{n}_bytes', d)}"
         for n, d in (("min", "1M"), ("max", "64M"))
     )
-    all_nodes = p.step(
-        "pairs",
-        "all-nodes all-reduce",
-        f"{steps.ALLNODES_ALLREDUCE}@{shape.nodes} {sizes}",
-        DEFAULTS["allreduce-pair"].seconds + DEFAULTS["launch-per-node"].seconds * shape.nodes,
-        "allreduce-pair",
-        "launch-per-node",
-        timeout_s=v.number("bench_pairs_allreduce_timeout_s", 300),
-    )
+
+    def all_nodes(size: int) -> StepCost:
+        name = "all-nodes all-reduce" if size == shape.nodes else f"group all-reduce of {size}"
+        return p.step(
+            "pairs", name, f"{steps.ALLNODES_ALLREDUCE}@{size} {sizes}",
+            DEFAULTS["allreduce-pair"].seconds + DEFAULTS["launch-per-node"].seconds * size,
+            "allreduce-pair", "launch-per-node",
+            timeout_s=v.number("bench_pairs_allreduce_timeout_s", 300),
+        )  # fmt: skip
+
     p.costs.defaults_used["round-overhead"] = DEFAULTS["round-overhead"].reason
-    fault = fault_round_waves(shape.nodes, shape.forks) * one_round
-    note = (
-        f"staged: the all-nodes test; each faulty node adds at most {fault_rounds(shape.nodes)} "
-        f"pair round(s) (all pairs would be {scale['all-pairs']})"
+    by_pairs = not any(k.key.startswith("pair-allreduce") for k in kinds)
+    played = fault_search(shape.nodes, v.whole("bench_pairs_partners", MIN_PARTNERS), by_pairs)
+    screen = pair_rounds(1) if by_pairs else [all_nodes(shape.nodes)]
+    # Each later round of the search: its groups at the same time, the largest setting the pace
+    # (one all-nodes run each, like the screen), or its pairs; Ansible's part in waves of `forks`.
+    fault = sum(
+        all_nodes(largest).total_s + round_fixed * batches(tested, shape.forks)
+        if kind == "groups"
+        else one_round * batches(tested, shape.forks)
+        for kind, tested, largest in played.stages[1:]
     )
-    return PhaseCost("pairs", (p.overhead("pairs"), all_nodes), note), 0, fault
+    groups, pairs = played.group_rounds - int(not by_pairs), played.pair_rounds - int(by_pairs)
+    note = (
+        f"staged: the screen; one faulty node adds {played.rounds - 1} round(s) of the search "
+        f"({groups} of groups, {pairs} of pairs; all pairs would be {scale['all-pairs']})"
+    )
+    return PhaseCost("pairs", (p.overhead("pairs"), *screen), note), 0, fault
 
 
 def _health_level(v: Variables, level: str) -> tuple[int, int, float]:

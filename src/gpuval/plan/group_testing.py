@@ -13,9 +13,12 @@ Engine and Google's cluster-health-scanner do it, costs rounds in the logarithm 
    cannot be tested alone: it is a suspect. A failing group whose halves all pass hides a fault
    between its halves (a link, an uplink) that only pairs place: all its nodes are suspects;
 3. confirm: each suspect is paired with `partners` (at least two) distinct nodes that passed a
-   group test, in rounds of disjoint pairs. Only a suspect that failed with every one of them is
-   flagged; one that passed with every one is cleared; any other is unconfirmed (never flagged
-   on one measurement, never a pass either).
+   group test, in rounds of disjoint pairs, and judged by gpuval.plan.confirmation's rule (the
+   report's too): flagged only when it failed with every one of them, cleared when it passed
+   with every one, else unconfirmed (never flagged on one measurement, never a pass either).
+
+A node measured by no test is never known good: one that left the play (unreachable) before its
+group's test ran is "not tested" (`untested`), whether its group passed or failed.
 
 Where the inventory knows the topology (`gpuval_switch`, or `gpuval_rack`), a split keeps the
 nodes under one switch together, so a bad uplink fails one half and not both.
@@ -35,17 +38,20 @@ import argparse
 import json
 import math
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from gpuval.plan import search_fields as fields
 from gpuval.plan import steps
+from gpuval.plan.confirmation import MIN_PARTNERS, Verdict, confirmation_verdict
 from gpuval.plan.host_order import Pair, natural_key, ordered_hosts, ordered_pair
 from gpuval.plan.pair_rounds import (
     LatestTry,
     NextStage,
     byes,
     confirm_rounds,
+    pack,
     pair_outcomes,
     schedule_entries,
     screen_rounds,
@@ -53,8 +59,6 @@ from gpuval.plan.pair_rounds import (
 
 Group = tuple[str, ...]
 Stage = Literal["groups", "confirm", "done"]
-# Fewer partners than this confirm nothing: one failed pair may be the partner's or the link's.
-MIN_PARTNERS = 2
 # Inventory variables naming the switch (leaf) or rack a node hangs under, first found wins.
 TOPOLOGY_VARIABLES = ("gpuval_switch", "gpuval_rack")
 
@@ -106,13 +110,8 @@ class Confirmation:
     partners: dict[str, bool | None]
 
     @property
-    def verdict(self) -> Literal["flagged", "cleared", "unconfirmed", "pending"]:
-        outcomes = list(self.partners.values())
-        if any(o is None for o in outcomes):
-            return "pending"
-        if len(outcomes) < MIN_PARTNERS or any(outcomes) != all(outcomes):
-            return "unconfirmed"
-        return "cleared" if all(outcomes) else "flagged"
+    def verdict(self) -> Verdict:
+        return confirmation_verdict(self.partners.values())
 
 
 @dataclass(frozen=True)
@@ -120,7 +119,8 @@ class GroupSearch:
     """Where a group-testing search stands. `pending`: the groups the next round tests, each
     with the group it was split from (None for the screen); `rounds`: rounds run so far;
     `by_pairs`: the screen is one round of disjoint pairs, each a group of two measured by the
-    pair tests (where no all-nodes test can run); a node it leaves out is a suspect."""
+    pair tests (where no all-nodes test can run); a node it leaves out is a suspect;
+    `untested`: nodes that left the play before a test measured them (never known good)."""
 
     hosts: Group
     partners: int = MIN_PARTNERS
@@ -128,6 +128,7 @@ class GroupSearch:
     pending: tuple[tuple[Group, Group | None], ...] = ()
     suspects: Group = ()
     known_good: Group = ()
+    untested: Group = ()
     confirmations: tuple[Confirmation, ...] = ()
     rounds: int = 0
     history: tuple[dict[str, Any], ...] = ()
@@ -183,24 +184,19 @@ class GroupSearch:
             for partner, passed in c.partners.items()
             if passed is None
         ]
-        rounds: list[list[Pair]] = []
-        for suspect, partner in todo:
-            for round_pairs in rounds:
-                if not {suspect, partner} & {h for pair in round_pairs for h in pair}:
-                    round_pairs.append(ordered_pair(suspect, partner))
-                    break
-            else:
-                rounds.append([ordered_pair(suspect, partner)])
-        return rounds
+        return pack((ordered_pair(*pair) for pair in todo), lambda pair: pair)
 
     def record_groups(
         self, passed: Mapping[Group, bool], active: set[str] | None = None
     ) -> GroupSearch:
         """The search after a round of group tests (`passed`: each tested group's outcome; a
-        group left out counts as failed, so nothing is cleared without a measurement). Only
-        nodes still `active` (default all) become confirmation partners."""
+        group left out counts as failed, so nothing is cleared without a measurement). Nodes
+        no longer `active` (default all in play) were not measured by this round: they are
+        neither known good nor suspects but untested, and leave the search."""
         if not self.pending:
             raise ValueError("no group test is pending")
+        lost = {h for g, _ in self.pending for h in g if active is not None and h not in active}
+        untested = set(self.untested) | lost
         outcome = {group: bool(passed.get(group, False)) for group, _ in self.pending}
         good = set(self.known_good) | {h for g, ok in outcome.items() if ok for h in g}
         suspects = set(self.suspects)
@@ -212,20 +208,23 @@ class GroupSearch:
             if outcome[group]:
                 continue
             for half in split(group, self.switch_of):
-                if len(half) == 1:
-                    suspects.update(half)
-                else:
-                    next_pending.append((half, group))
+                left = tuple(h for h in half if h not in untested)
+                if len(left) == 1:
+                    suspects.update(left)
+                elif left:
+                    next_pending.append((left, group))
         # A failed parent whose tested halves all passed: the fault lies between the halves.
         for parent, halves in children.items():
             if len(halves) == 2 and all(outcome[h] for h in halves):
                 suspects.update(parent)
-        good -= suspects
+        suspects -= untested
+        good -= suspects | untested
         searched = replace(
             self,
             pending=tuple(next_pending),
             suspects=tuple(in_order(suspects)),
             known_good=tuple(in_order(good)),
+            untested=tuple(in_order(untested)),
             rounds=self.rounds + 1,
             history=(*self.history, {"groups": [list(g) for g in outcome], "passed": [
                 outcome[g] for g in outcome
@@ -286,6 +285,7 @@ class GroupSearch:
             ],
             "suspects": list(self.suspects),
             "known_good": list(self.known_good),
+            "untested": list(self.untested),
             "confirmations": [
                 {"suspect": c.suspect, "partners": c.partners, "verdict": c.verdict}
                 for c in self.confirmations
@@ -297,23 +297,33 @@ class GroupSearch:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> GroupSearch:
-        """A search as `to_dict` wrote it (the computed keys stage, flagged are ignored)."""
+    def from_dict(cls, data: object) -> GroupSearch:
+        """A search as `to_dict` wrote it (the computed keys stage, flagged are ignored). A
+        malformed one (a key missing, a value of the wrong type) is a ValueError naming it."""
+        if not isinstance(data, Mapping):
+            raise fields.wrong("search", "a mapping", data)
+        pending = fields.listed(data, "pending", Mapping)
+        confirmations = fields.listed(data, "confirmations", Mapping)
+        partners = fields.count(data, "partners")
+        if partners < MIN_PARTNERS:
+            raise fields.wrong("partners", f"at least {MIN_PARTNERS}", partners)
         return cls(
-            hosts=tuple(data["hosts"]),
-            partners=int(data["partners"]),
-            switch_of=dict(data.get("switch_of") or {}),
+            hosts=fields.host_list(data, "hosts"),
+            partners=partners,
+            switch_of={h: str(s) for h, s in fields.mapping(data, "switch_of").items()},
             pending=tuple(
-                (tuple(p["group"]), tuple(p["parent"]) if p["parent"] else None)
-                for p in data["pending"]
+                (fields.host_list(p, f"pending[{i}].group"), fields.parent(p, i))
+                for i, p in enumerate(pending)
             ),
-            suspects=tuple(data["suspects"]),
-            known_good=tuple(data["known_good"]),
+            suspects=fields.host_list(data, "suspects"),
+            known_good=fields.host_list(data, "known_good"),
+            untested=fields.host_list(data, "untested", required=False),
             confirmations=tuple(
-                Confirmation(c["suspect"], dict(c["partners"])) for c in data["confirmations"]
+                Confirmation(fields.text(c, f"confirmations[{i}].suspect"), fields.outcomes(c, i))
+                for i, c in enumerate(confirmations)
             ),
-            rounds=int(data["rounds"]),
-            history=tuple(data.get("history") or ()),
+            rounds=fields.count(data, "rounds"),
+            history=tuple(fields.listed(data, "history", Mapping, required=False)),
             by_pairs=bool(data.get("by_pairs")),
         )
 
@@ -381,7 +391,102 @@ def search_stage(
         else search.pairs()
     )
     rounds = schedule_entries(pairs, used_rounds + 1, kinds, active, lanes)
-    return NextStage("pairs", rounds, suspects=suspects, known_good=good)
+    scope = sorted({item["round"] for items in rounds for item in items})
+    return NextStage("pairs", rounds, suspects=suspects, known_good=good, scope=scope)
+
+
+def stage_summary(
+    search: GroupSearch, planned: NextStage, groups: Mapping[str, Mapping[str, Any]]
+) -> str:
+    """One line on the round just judged and what runs next (the role prints it)."""
+    untested = f", not tested {', '.join(search.untested)}" if search.untested else ""
+    sizes = ", ".join(str(len(g)) for g in planned.groups)
+    why = "; ".join(str(o.get("reason", "")) for o in groups.values() if o.get("reason"))
+    return (
+        f"search round {search.rounds}: suspects {', '.join(planned.suspects) or 'none'}, passed "
+        f"{len(planned.known_good)} node(s){untested}; next {planned.mode}"
+        + (f" of {sizes} node(s)" if sizes else "")
+        + (f" ({why})" if why else "")
+    )
+
+
+def search_summary(search: GroupSearch) -> str:
+    """One line on what the search found so far (the role prints it once the search is done)."""
+    verdicts = ", ".join(f"{node} {verdict}" for node, verdict in search.verdicts().items())
+    untested = f"; not tested {', '.join(search.untested)}" if search.untested else ""
+    return (
+        f"staged search, {search.rounds} stage(s): flagged {', '.join(search.flagged()) or 'none'}"
+        f"; suspects {verdicts or 'none'}{untested}"
+    )
+
+
+AllNodesRun = Callable[[list[str], str], Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class SearchCall:
+    """One call of the gpuval_pairs action in staged mode: the search as the previous call left
+    it (or new, at the start). `group_steps` names the group tests to judge, then `advance`
+    records the round they belong to and plans the next."""
+
+    search: GroupSearch
+    kinds: tuple[str, ...]
+    started: bool
+
+    @classmethod
+    def begin(
+        cls, stage: str, previous: object, hosts: Sequence[str], active: set[str],
+        kinds: Sequence[str], partners: int | None, hostvars: Mapping[str, Mapping[str, Any]],
+    ) -> SearchCall:  # fmt: skip
+        """At stage start a new search over the hosts in play (the screen by pairs where the
+        all-reduce does not run); at stage search the one handed back (`previous`), which
+        carries its own partners."""
+        if stage == "start":
+            search = GroupSearch.start(
+                [h for h in hosts if h in active], MIN_PARTNERS if partners is None else partners,
+                topology_of(hostvars, hosts), by_pairs="allreduce" not in kinds,
+            )  # fmt: skip
+            return cls(search, tuple(kinds), started=True)
+        if partners is not None:
+            raise ValueError(
+                "partners is read at stage start only (the search carries it after): leave it out"
+            )
+        if not previous:
+            raise ValueError(f"stage search needs the search: {fields.SEARCH_ADVICE}")
+        return cls(GroupSearch.from_dict(previous), tuple(kinds), started=False)
+
+    def group_steps(self, active: set[str]) -> dict[str, str]:
+        """Leader -> the group step the previous call's round wrote (none at the start)."""
+        if self.started or self.search.stage != "groups" or self.search.by_pairs:
+            return {}
+        name = steps.group_allreduce(self.search.rounds + 1)
+        return dict.fromkeys(self.search.leaders(active).values(), name)
+
+    def advance(
+        self, latest: Sequence[LatestTry], groups: Mapping[str, Mapping[str, Any]],
+        active: set[str], used_rounds: int, lanes: Sequence[steps.RdmaLane] = (),
+        all_nodes_run: AllNodesRun | None = None,
+    ) -> tuple[NextStage, dict[str, Any]]:  # fmt: skip
+        """The next stage and the action's return values: the search to hand back, the stages
+        it may still take, the summaries and, for group tests, every host's part of its group's
+        all-nodes run (`all_nodes_run(group, step)`: gpuval.plan.pair_plan's)."""
+        search = self.search
+        if not self.started:
+            passed = {leader: o.get("status") == "pass" for leader, o in groups.items()}
+            search = record_round(search, latest, passed, active)
+        planned = search_stage(search, self.kinds, active, used_rounds, lanes)
+        returned: dict[str, Any] = {
+            "search": search.to_dict(),
+            "search_rounds_left": rounds_left(search),
+            "stage_summary": stage_summary(search, planned, {} if self.started else groups),
+            "search_summary": search_summary(search),
+        }
+        if planned.mode == "groups" and all_nodes_run:
+            name = steps.group_allreduce(search.rounds + 1)
+            returned["group_runs"] = {
+                host: part for g in planned.groups for host, part in all_nodes_run(g, name).items()
+            }
+        return planned, returned
 
 
 def worst_rounds(count: int, bad: int = 1) -> int:
@@ -394,7 +499,8 @@ def worst_rounds(count: int, bad: int = 1) -> int:
 
 @dataclass(frozen=True)
 class Played:
-    """A search played to its end: rounds of each stage, and what it flagged."""
+    """A search played to its end: rounds of each stage, and what it flagged. `stages`: each
+    round in order as (groups or pairs, hosts it tests, its largest group: 2 for pairs)."""
 
     rounds: int
     group_rounds: int
@@ -403,6 +509,7 @@ class Played:
     pair_tests: int
     flagged: list[str]
     verdicts: dict[str, str]
+    stages: tuple[tuple[str, int, int], ...] = ()
 
 
 def simulate(
@@ -416,18 +523,21 @@ def simulate(
     if unknown:
         raise ValueError(f"bad node(s) not among the hosts: {', '.join(sorted(unknown))}")
     group_rounds = pair_rounds = group_tests = pair_tests = 0
+    stages: list[tuple[str, int, int]] = []
     while search.stage != "done":
         if search.stage == "groups":
             groups = search.groups()
             group_rounds, group_tests = group_rounds + 1, group_tests + len(groups)
+            stages.append(("groups", sum(map(len, groups)), max(map(len, groups))))
             search = search.record_groups({g: not broken & set(g) for g in groups})
         else:
             first_round = search.pairs()[0]
             pair_rounds, pair_tests = pair_rounds + 1, pair_tests + len(first_round)
+            stages.append(("pairs", 2 * len(first_round), 2))
             search = search.record_pairs({p: not broken & set(p) for p in first_round})
     return Played(
         search.rounds, group_rounds, pair_rounds, group_tests, pair_tests, search.flagged(),
-        search.verdicts(),
+        search.verdicts(), tuple(stages),
     )  # fmt: skip
 
 
@@ -471,7 +581,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "rounds": played.rounds,
         "bound": worst_rounds(len(hosts), max(len(arguments.bad), 1)),
         "all_pairs_rounds": len(hosts) - 1 if len(hosts) % 2 == 0 else len(hosts),
-        **{k: v for k, v in vars(played).items() if k != "rounds"},
+        **{k: v for k, v in vars(played).items() if k not in ("rounds", "stages")},
     }
     print(json.dumps(document, indent=2))
     return 0

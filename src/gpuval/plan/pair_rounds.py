@@ -29,9 +29,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Literal, TypedDict
+from typing import Literal, TypedDict, TypeVar
 
 from gpuval.plan import steps
 from gpuval.plan.host_order import (
@@ -42,6 +42,8 @@ from gpuval.plan.host_order import (
     ordered_pair,
     sorted_round,
 )
+
+Packed = TypeVar("Packed")
 
 
 def byes(hosts: Sequence[str], round_pairs: Sequence[Pair]) -> list[str]:
@@ -76,20 +78,7 @@ def confirm_rounds(suspects: Sequence[str], known_good: Sequence[str], partners:
     wanted = min(partners, len(good))
     # Suspect i meets good hosts i, i+1, ... (mod len(good)): distinct partners per suspect.
     todo = [(s, good[(i + k) % len(good)]) for k in range(wanted) for i, s in enumerate(suspects)]
-    rounds: Rounds = []
-    while todo:
-        used: set[str] = set()
-        this_round: list[Pair] = []
-        rest: list[Pair] = []
-        for suspect, partner in todo:
-            if suspect in used or partner in used:
-                rest.append((suspect, partner))
-                continue
-            used.update((suspect, partner))
-            this_round.append(ordered_pair(suspect, partner))
-        rounds.append(sorted_round(this_round))
-        todo = rest
-    return rounds
+    return [sorted_round(ordered_pair(*p) for p in found) for found in pack(todo, lambda p: p)]
 
 
 def schedule_document(hosts: Iterable[str]) -> dict[str, object]:
@@ -164,20 +153,27 @@ def entry(
     }
 
 
-def pack_rounds(entries: Iterable[Entry]) -> list[list[Entry]]:
-    """Entries in rounds where no host appears twice (first fit, in the given order)."""
-    rounds: list[list[Entry]] = []
+def pack(
+    items: Iterable[Packed], hosts_of: Callable[[Packed], Iterable[str]]
+) -> list[list[Packed]]:
+    """Items in rounds where no host appears twice (first fit, in the given order): every
+    schedule of concurrent pairs is packed here (retries, confirmations)."""
+    rounds: list[list[Packed]] = []
     busy: list[set[str]] = []
-    for item in entries:
-        for index, hosts in enumerate(busy):
-            if not hosts & {item["a"], item["b"]}:
-                rounds[index].append(item)
-                hosts.update((item["a"], item["b"]))
-                break
-        else:
-            rounds.append([item])
-            busy.append({item["a"], item["b"]})
+    for item in items:
+        hosts = set(hosts_of(item))
+        index = next((i for i, used in enumerate(busy) if not used & hosts), len(rounds))
+        if index == len(rounds):
+            rounds.append([])
+            busy.append(set())
+        rounds[index].append(item)
+        busy[index] |= hosts
     return rounds
+
+
+def pack_rounds(entries: Iterable[Entry]) -> list[list[Entry]]:
+    """Entries in rounds where no host appears twice (`pack`)."""
+    return pack(entries, lambda item: (item["a"], item["b"]))
 
 
 def one_pair_per_round(rounds: list[list[Entry]], parallel: bool) -> list[list[Entry]]:
@@ -232,13 +228,15 @@ def pair_outcomes(latest: Sequence[LatestTry]) -> dict[Pair, bool]:
 class NextStage:
     """What the pair phase runs next. mode: done; all-pairs or pairs (`rounds` of entries);
     groups (each of `groups` one all-nodes run, all at the same time). Staged mode also says
-    who is suspected and who passed."""
+    who is suspected and who passed, and the round numbers its pairs use (`scope`: the repeats
+    and the judge after the stage look at these rounds only)."""
 
     mode: Literal["done", "all-pairs", "pairs", "groups"]
     rounds: list[list[Entry]] = field(default_factory=list)
     groups: list[list[str]] = field(default_factory=list)
     suspects: list[str] = field(default_factory=list)
     known_good: list[str] = field(default_factory=list)
+    scope: list[int] = field(default_factory=list)
 
 
 def all_pairs_stage(

@@ -21,6 +21,10 @@ Judgement (per kind; deterministic: everything sorted, medians exact):
 - A node is flagged when none of its pairs is healthy (a healthy pair proves both its nodes
   healthy) and two distinct partners agree, or its one low pair stands on its own; or when most
   of its pairs are low and at least two of them cannot be put down to a flagged partner.
+- A staged run's pairs are its search's confirmations and are judged by the search's own rule
+  (gpuval.plan.confirmation, called by both): a node is flagged only when every partner, two or
+  more, measured it low; low with some partners and not with others, or with one partner only,
+  it is unconfirmed (a warning, never a pass).
 - A low pair of a flagged node is explained by it (the node's check lists it, so one slow node
   among 100 hosts is one failure, not 99); a low pair between two nodes that are fine elsewhere
   is a bad link (host `cluster`) once it stands on its own. A pair without a number fails

@@ -130,8 +130,8 @@ def configured_tries(evidence: RunEvidence) -> int | None:
 def searched_by_groups(evidence: RunEvidence) -> bool:
     """Whether the run's pairs come from a group-testing search (run.json's
     `config.bench_pairs_mode`, auto deciding by host count): they are then its confirmations,
-    each suspect against partners that passed a group test, and a node is flagged only where
-    two distinct partners agree (one pair may be the partner's or the link's)."""
+    each suspect against partners that passed a group test, judged by the search's own rule
+    (gpuval.plan.confirmation: flagged only where every partner, two or more, measured it low)."""
     config = evidence.folder.meta.get("config")
     mode = config.get("bench_pairs_mode") if isinstance(config, Mapping) else None
     return mode in PAIRS_MODES and pairs_mode_for(str(mode), len(evidence.folder.hosts)) == "staged"
@@ -167,7 +167,7 @@ def analyse_pairs(evidence: RunEvidence, thresholds: PairThresholds | None = Non
         confirmed = {pair for pair, mine in by_pair.items()
                      if confirmed_low(mine, values[pair], reference, thresholds)}  # fmt: skip
         nodes = node_verdicts(kind, values, reference, thresholds.low_fraction,
-                              () if by_groups else confirmed)  # fmt: skip
+                              () if by_groups else confirmed, by_search=by_groups)  # fmt: skip
         kind_verdicts = []
         why_none = ""
         all_on_cpus = name not in ("iperf3", "rdma")

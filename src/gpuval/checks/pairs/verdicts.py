@@ -13,6 +13,7 @@ from gpuval.checks.model import Check, Status
 from gpuval.checks.pairs.kinds import PairKind, PairThresholds
 from gpuval.checks.pairs.tries import Try, natural
 from gpuval.checks.wording import band_status, number_text, percent_of
+from gpuval.plan.confirmation import confirmation_verdict
 from gpuval.plan.steps import RdmaLane
 
 # A CPU-bound pair measures how fast the two CPUs reduce, which a busy or shared CPU slows by a
@@ -52,7 +53,9 @@ class NodeVerdict:
     flagged: bool
     median: float | None = None  # of its finished pairs
     lane: RdmaLane | None = None  # rdma: the rail and memory judged
-    unconfirmed: bool = False  # every pair low, but one partner measured once: not flagged
+    # Low, but not flagged: measured low with one partner only, or (a staged run's suspect)
+    # low with some of its partners and not with others.
+    unconfirmed: bool = False
 
 
 @dataclass(frozen=True)
@@ -183,14 +186,36 @@ def node_verdicts(
     reference: float | None,
     fraction: float,
     confirmed: Collection[tuple[str, str]] = (),
+    by_search: bool = False,
 ) -> dict[str, NodeVerdict]:
     """`confirmed`: the low pairs that stand on their own (see `confirmed_low`). A node none of
     whose pairs is healthy is flagged when two distinct partners agree, or its low pair is
-    confirmed; measured once against one partner, it is low but unconfirmed."""
+    confirmed; measured once against one partner, it is low but unconfirmed. `by_search`: the
+    pairs are a staged search's confirmations, judged by the search's own rule
+    (gpuval.plan.confirmation): flagged only when every partner, two or more, measured it low;
+    low with some and not others, it is unconfirmed."""
     partners = _partners(values)
     nodes = sorted(partners, key=natural)
     low = {n: [o for o, v in partners[n] if v is None or is_low(v, reference, fraction)]
            for n in nodes}  # fmt: skip
+    if by_search:
+        rule = {
+            n: confirmation_verdict(o not in low[n] for o, _ in partners[n])
+            if reference is not None else "cleared"
+            for n in nodes
+        }  # fmt: skip
+        ruled = {n for n in nodes if rule[n] == "flagged"}
+        # A partner is paired with each suspect it confirms: its low pairs are the suspects'
+        # when every one of them is with a flagged node (never flagged for them, nor warned).
+        flagged = {n for n in ruled if not all(o in ruled for o in low[n])}
+        return {
+            node: NodeVerdict(
+                kind.name, node, partners[node], reference, low[node], node in flagged,
+                _median(v for _, v in partners[node]), kind.lane,
+                node not in flagged and any(o not in flagged for o in low[node]),
+            )
+            for node in nodes
+        }  # fmt: skip
     sure = set(confirmed) | {(b, a) for a, b in confirmed}
     none_healthy = {
         n for n in nodes if reference is not None and len(low[n]) == len(partners[n])
@@ -328,10 +353,12 @@ def pair_verdict(
         and confirmed_low(found, value, reference, thresholds)
         and (alone := next((h for h in pair if h in nodes and nodes[h].unconfirmed), None))
     ):
-        # A search's suspect measured against one partner (only a staged run leaves a confirmed
-        # low pair unflagged): the pair alone cannot tell the node, its partner and the link
-        # apart, so none is blamed. Below the network's fail band it still fails, below.
-        status, verdict = "warn", f"{a}--{b}: low, unconfirmed ({alone} has no other pair)"
+        # A search's suspect measured against one partner, or low with only some of them (only a
+        # staged run leaves a confirmed low pair unflagged): the pair alone cannot tell the
+        # node, its partner and the link apart, so none is blamed. Below the network's fail band
+        # it still fails, below.
+        why = "has no other pair" if len(nodes[alone].pairs) == 1 else "is fine with another"
+        status, verdict = "warn", f"{a}--{b}: low, unconfirmed ({alone} {why})"
         advice = f"; {HOW_TO_CONFIRM}"
     elif is_low(value, reference, thresholds.low_fraction) and (
         absolute_status == "fail" or confirmed_low(found, value, reference, thresholds)
@@ -402,10 +429,12 @@ def node_check(
             status, reason = "warn", f"{reason}; low {CPU_BOUND_NOTE}"
     elif verdict.unconfirmed:
         status = "warn"
-        reason = (
-            f"{kind.label}: low, unconfirmed: measured low with one partner only "
-            f"({', '.join(verdict.low)}): {evidence}; {HOW_TO_CONFIRM}"
-        )
+        fine = [other for other, _ in verdict.pairs if other not in verdict.low]
+        measured = (
+            f"measured low with {', '.join(verdict.low)} but not with {', '.join(fine)}" if fine
+            else f"measured low with one partner only ({', '.join(verdict.low)})"
+        )  # fmt: skip
+        reason = f"{kind.label}: low, unconfirmed: {measured}: {evidence}; {HOW_TO_CONFIRM}"
     else:
         status = "pass"
         counted = f"{len(verdict.low)} of {len(verdict.pairs)} low"
