@@ -100,13 +100,15 @@ tests-without-hosts: $(STAMP)
 ## bench: every benchmark, timings printed, never asserted: the nccl-tests parser on ~100 MB of
 ## generated logs, its time and memory on 20 MB of real runs and a 200 MB binary file (targets
 ## 5 s, about twice the file's size), the pair analysis (128 hosts all pairs, 1,024 hosts staged:
-## 10 s each) and `gpuval report` of 1,024 nodes x 8 GPUs (targets 15 s, 1 GB)
+## 10 s each), `gpuval report` of 1,024 nodes x 8 GPUs (targets 15 s, 1 GB), `gpuval plan` of
+## 1,024 nodes and `gpuval node-health` on the GPU doubles (Slurm's health program: budget 60 s)
 bench: $(STAMP)
 	$(PY) tests/bench/parse_speed.py
 	$(PY) -m tests.bench.parse_memory
 	$(PY) -m tests.bench.pair_analysis
 	$(PY) -m tests.bench.report_at_scale
 	$(PY) -m tests.bench.plan_speed
+	$(PY) -m tests.bench.node_health
 
 ## bench-report: the report of 1,024 nodes: seconds to write it (target 15) and milliseconds until
 ## headless Chromium has drawn it (target 5000), printed by its browser tests

@@ -12,8 +12,9 @@
    internode phase starts (exit status 4, a host became unreachable): what node2 measured before
    (preflight, health, intranode) is in the run folder all the same.
 
-The runs with recorded GPU outputs are test_recorded_gpu_run.py's. The healthy runs run the playbook twice: the second run has nothing to install or build, and its
-wall time (printed, and written to $GPUVAL_TIMINGS_FILE when set) is the suite's own overhead.
+The runs with recorded GPU outputs are test_recorded_gpu_run.py's. The healthy runs run the
+playbook twice: the second run has nothing to install or build, and its wall time (printed, and
+written to $GPUVAL_TIMINGS_FILE when set) is the suite's own overhead.
 """
 
 from __future__ import annotations

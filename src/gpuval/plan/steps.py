@@ -139,7 +139,7 @@ PREFLIGHT_STEPS = tuple(probe.name for probe in PREFLIGHT_PROBES)
 # again after them; the second capture is the step of the same name with AFTER_SUFFIX.
 HEALTH_PHASE = "health"
 AFTER_SUFFIX = "-after"
-# Passive probes (roles/health/vars/main.yml holds their commands) and the stages they run in.
+# Passive probes (gpuval.plan.health_probes holds their commands) and the stages they run in.
 HEALTH_PASSIVE_STAGES = {
     "health-kernel-log": ("before", "after"),
     "health-pci": ("before", "after"),
