@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import chain
 
 from gpuval.parsers import nccl_debug, nccl_json
@@ -21,6 +21,7 @@ from gpuval.parsers.nccl_tests.table import (
     is_continuation,
     looks_like_row,
     parse_row,
+    shared_text,
     with_scale,
 )
 from gpuval.parsers.text import QUOTED_CHARS, clipped, quoted, strip_launcher_prefix
@@ -37,10 +38,12 @@ _BLOCK = 1 << 20
 _LAUNCHER_TAG = re.compile(r"\[\d+(?:,\d+)?\](?:<std(?:out|err)>:)?")
 
 
-@dataclass
+@dataclass(slots=True)
 class _Builder:
     run: NcclRun
-    facts: nccl_debug.DebugFacts = field(default_factory=nccl_debug.DebugFacts)
+    # Made at the run's first NCCL_DEBUG line: most runs of a long log have none, and an empty
+    # DebugFacts (six sets) weighs more than a short run's records.
+    facts: nccl_debug.DebugFacts | None = None
     stage: int = 0
     layout: Layout | None = None
     group_halves: tuple[str, ...] | None = None
@@ -48,6 +51,11 @@ class _Builder:
     partial: tuple[int, list[str]] | None = None
     row_width: int = 0
     last_line: int | None = None
+
+    def debug_facts(self) -> nccl_debug.DebugFacts:
+        if self.facts is None:
+            self.facts = nccl_debug.DebugFacts()
+        return self.facts
 
 
 class TextReader:
@@ -57,6 +65,8 @@ class TextReader:
         self.current: _Builder | None = None
         self.preamble = nccl_debug.DebugFacts()
         self.cut_line: int | None = None
+        # One object per distinct key cell and column name of the whole log (see parse_row).
+        self.shared: dict[str, int | str] = {}
 
     # ---- driving -------------------------------------------------------------------------
     def run(self, text: str) -> None:
@@ -71,7 +81,7 @@ class TextReader:
                 if raw[:1] in " \t" and self._in_table():
                     # NCCL_DEBUG lines start with their host; a leading blank is a row's start.
                     self.result.warn("row text mixed into an NCCL_DEBUG line: not recorded", number)
-                feed(self.current.facts if self.current else self.preamble, raw, number)
+                feed(self.current.debug_facts() if self.current else self.preamble, raw, number)
                 continue
             body = raw.strip()
             if not body:
@@ -154,7 +164,8 @@ class TextReader:
     # ---- runs ----------------------------------------------------------------------------
     def _new_run(self, number: int) -> _Builder:
         self._flush_partial()
-        if self.current is not None:  # no more lines of its own: its kept lines need no keeping
+        if self.current is not None and self.current.facts is not None:
+            # no more lines of its own: its kept lines need no keeping
             nccl_debug.read_kept(self.current.facts)
         self.current = _Builder(NcclRun(start_line=number), last_line=number)
         self.builders.append(self.current)
@@ -226,7 +237,7 @@ class TextReader:
             layout = with_scale(layout, builder.time_scale)
         builder.layout = layout
         run = builder.run
-        run.columns = body.split()
+        run.columns = [shared_text(word, self.shared) for word in body.split()]
         run.time_column = "cputime" if "cputime" in run.columns else "time"
         run.extra_columns = [m for m in layout.metrics if m not in CLASSIC_METRICS] + (
             ["timestamp"] if layout.timestamp else []
@@ -337,7 +348,7 @@ class TextReader:
                 f"x{len(builder.layout.halves)}",
                 number,
             )
-        row, problem = parse_row(tokens, builder.layout)
+        row, problem = parse_row(tokens, builder.layout, self.shared)
         width = sum(map(len, tokens))
         if number == self.cut_line and (problem is not None or width < builder.row_width):
             # The file ends inside this line, which is odd or narrower than the row before it.
@@ -368,16 +379,21 @@ class TextReader:
 
     # ---- finishing -----------------------------------------------------------------------
     def _finish(self) -> None:
-        for facts in [self.preamble, *(b.facts for b in self.builders)]:
+        for facts in [self.preamble, *(b.facts for b in self.builders if b.facts is not None)]:
             nccl_debug.digest(facts)
         builders = [b for b in self.builders if _has_content(b)]
         if not builders and footer.facts_present(self.preamble):
             builders = [_Builder(NcclRun())]
         if builders:
-            builders[0].facts.merge(self.preamble)
+            builders[0].debug_facts().merge(self.preamble)
         for builder in builders:
             self.result.runs.append(
-                footer.finish_run(builder.run, builder.facts, builder.last_line, self.result)
+                footer.finish_run(
+                    builder.run,
+                    builder.facts or nccl_debug.DebugFacts(),
+                    builder.last_line,
+                    self.result,
+                )
             )
         if not builders:
             self.result.error("no nccl-tests/rccl-tests output found")
@@ -391,7 +407,7 @@ def _has_content(builder: _Builder) -> bool:
         or run.failures
         or run.devices
         or run.header
-        or footer.facts_present(builder.facts)
+        or (builder.facts is not None and footer.facts_present(builder.facts))
     )
 
 
