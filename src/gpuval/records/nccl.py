@@ -131,8 +131,9 @@ class NcclRun:
     nccl_tests_version: str | None = None
     runtime_versions: dict[str, str] = field(default_factory=dict)
     header: dict[str, int | str | bool] = field(default_factory=dict)
-    columns: list[str] = field(default_factory=list)
-    extra_columns: list[str] = field(default_factory=list)
+    # Tuples: the runs of a log that print the same column header share them.
+    columns: tuple[str, ...] = ()
+    extra_columns: tuple[str, ...] = ()
     time_column: str = "time"
     hosts: list[str] = field(default_factory=list)
     nccl_versions_by_host: dict[str, str] = field(default_factory=dict)

@@ -105,5 +105,7 @@ def read_flag(run: NcclRun, body: str) -> None:
 
 
 def set_program(run: NcclRun, program: str) -> None:
-    run.program = program or None
-    run.collective = nccl_json.collective_of_program(program) or run.collective
+    # Interned, as the command: a log names the same few programs in all its runs.
+    run.program = sys.intern(program) if program else None
+    collective = nccl_json.collective_of_program(program)
+    run.collective = sys.intern(collective) if collective else run.collective

@@ -5,9 +5,11 @@ concern (header, table, footer)."""
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from itertools import chain
+from typing import NamedTuple
 
 from gpuval.parsers import nccl_debug, nccl_json
 from gpuval.parsers.nccl_tests import footer, header
@@ -21,7 +23,6 @@ from gpuval.parsers.nccl_tests.table import (
     is_continuation,
     looks_like_row,
     parse_row,
-    shared_text,
     with_scale,
 )
 from gpuval.parsers.text import QUOTED_CHARS, clipped, quoted, strip_launcher_prefix
@@ -36,6 +37,25 @@ _FAILED_LINE_CHARS = 1000
 # Characters of text split into lines at a time.
 _BLOCK = 1 << 20
 _LAUNCHER_TAG = re.compile(r"\[\d+(?:,\d+)?\](?:<std(?:out|err)>:)?")
+
+
+class _ColumnHeader(NamedTuple):
+    """What one column header line says, read once per log however many runs print it."""
+
+    layout: Layout | None
+    problem: str | None
+    columns: tuple[str, ...]
+    extra_columns: tuple[str, ...]
+
+
+def _read_column_header(body: str, halves_named: tuple[str, ...] | None) -> _ColumnHeader:
+    words = body.split()
+    layout, problem = header_layout(words, halves_named)
+    extra: tuple[str, ...] = ()
+    if layout is not None:
+        extra = tuple(m for m in layout.metrics if m not in CLASSIC_METRICS)
+        extra += ("timestamp",) if layout.timestamp else ()
+    return _ColumnHeader(layout, problem, tuple(words), extra)
 
 
 @dataclass(slots=True)
@@ -67,6 +87,7 @@ class TextReader:
         self.cut_line: int | None = None
         # One object per distinct key cell and column name of the whole log (see parse_row).
         self.shared: dict[str, int | str] = {}
+        self.column_headers: dict[tuple[str, tuple[str, ...] | None], _ColumnHeader] = {}
 
     # ---- driving -------------------------------------------------------------------------
     def run(self, text: str) -> None:
@@ -228,20 +249,21 @@ class TextReader:
     def _column_header(self, number: int, body: str) -> None:
         builder = self._open(number, _TABLE) if self._needs_new(_ROWS) else self._touch(number)
         builder.stage = max(builder.stage, _TABLE)
-        layout, problem = header_layout(body.split(), builder.group_halves)
-        if problem:
-            self.result.warn(problem, number)
+        key = (body, builder.group_halves)
+        read = self.column_headers.get(key)
+        if read is None:
+            read = self.column_headers[key] = _read_column_header(body, builder.group_halves)
+        layout = read.layout
+        if read.problem:
+            self.result.warn(read.problem, number)
         if layout is None:
             return
         if builder.time_scale is not None:
             layout = with_scale(layout, builder.time_scale)
         builder.layout = layout
         run = builder.run
-        run.columns = [shared_text(word, self.shared) for word in body.split()]
+        run.columns, run.extra_columns = read.columns, read.extra_columns
         run.time_column = "cputime" if "cputime" in run.columns else "time"
-        run.extra_columns = [m for m in layout.metrics if m not in CLASSIC_METRICS] + (
-            ["timestamp"] if layout.timestamp else []
-        )
         if layout.time_scale != 1.0:
             self.result.warn("time column printed in ms (2017 builds); converted to us", number)
 
@@ -299,7 +321,7 @@ class TextReader:
         if current is None or current.stage >= _ROWS or current.run.command is not None:
             current = self._new_run(number)
         current.last_line = number
-        current.run.command = body
+        current.run.command = sys.intern(body)
         if current.run.program is None:
             header.set_program(current.run, match.group(0))
 
@@ -341,7 +363,7 @@ class TextReader:
                 understood = f"row without a column header, not understood: {_cells(tokens)}"
                 self.result.warn(understood, number)
                 return
-            builder.run.extra_columns = []
+            builder.run.extra_columns = ()
             self.result.warn(
                 "no column header before this row; columns inferred as "
                 f"{' '.join(builder.layout.keys + builder.layout.metrics)} "

@@ -140,7 +140,7 @@ def parse_row(
     `shared` maps the key cells read so far (size, count, type, redop) to their one value: a
     log repeats the same few sizes and names in every run, and one object each, rather than one
     per row, keeps a parsed log near its text's size."""
-    size = shared_integer(tokens[0], shared)
+    size = _shared_integer(tokens[0], shared)
     if size is None:
         return None, "size is not an integer"
     row = NcclRow(size_bytes=size)
@@ -151,18 +151,18 @@ def parse_row(
             return None, "partial"
         token = tokens[at]
         if key == "count":
-            row.count = shared_integer(token, shared)
+            row.count = _shared_integer(token, shared)
             if row.count is None:
                 return None, f"count {quoted(token)} is not an integer"
             at += 1
         elif key == "dtype":
             if is_number(token):
                 return None, f"type {quoted(token)} is a number"
-            row.dtype = shared_text(token, shared)
+            row.dtype = _shared_text(token, shared)
             at += 1
         elif key == "redop":
             if not is_number(token):  # alltoall in 2020-era builds prints a blank redop
-                row.redop = shared_text(token, shared)
+                row.redop = _shared_text(token, shared)
                 at += 1
         elif key == "root":
             remaining = len(tokens) - at
@@ -218,7 +218,7 @@ def _at(values: list[float | None], index: int | None) -> float | None:
     return values[index] if index is not None else None
 
 
-def shared_integer(cell: str, shared: dict[str, int | str]) -> int | None:
+def _shared_integer(cell: str, shared: dict[str, int | str]) -> int | None:
     value = shared.get(cell)
     if type(value) is int:
         return value
@@ -228,7 +228,7 @@ def shared_integer(cell: str, shared: dict[str, int | str]) -> int | None:
     return number
 
 
-def shared_text(cell: str, shared: dict[str, int | str]) -> str:
+def _shared_text(cell: str, shared: dict[str, int | str]) -> str:
     value = shared.get(cell)
     if type(value) is str:
         return value
