@@ -3,14 +3,17 @@ results the whole text read at once would give."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from gpuval import parsers
 from gpuval.parsers.nccl_tests import parse, reader
 from gpuval.records.base import ParseResult
+from gpuval.records.nccl import NO_EXTRA, NcclRun
 
 REAL = Path(__file__).resolve().parents[2] / "tests" / "data" / "outputs" / "nccl-tests"
 
@@ -25,6 +28,35 @@ def test_lines_read_in_small_blocks_parse_as_the_whole_text(
     monkeypatch.setattr(reader, "_BLOCK", 7)  # a block boundary after nearly every line
     assert parse(text, source="x").to_dict() == whole
     assert parse(cut, source="x").to_dict() == whole_cut
+
+
+def test_runs_of_a_long_log_share_what_every_run_repeats() -> None:
+    """The column header, type names and an empty set of extra columns: one object each for
+    the log, not one per run, row or half, and written as before."""
+    text = "".join(parsers.read_text(p).rstrip("\n") + "\n" for p in sorted(REAL.glob("*.txt")))
+    result = parse(text + text, source="x")
+    runs: list[NcclRun] = [run for run in result.runs if run.rows and run.columns]
+    first, again = runs[0], runs[len(runs) // 2]
+    assert (again.columns, again.rows[0].dtype) == (first.columns, first.rows[0].dtype)
+    assert again.columns is first.columns and again.rows[0].dtype is first.rows[0].dtype
+    halves = [
+        h for run in result.runs for row in run.rows for h in (row.out_of_place, row.in_place)
+    ]
+    plain = [half for half in halves if half is not None and not half.extra]
+    assert plain and all(half.extra is NO_EXTRA for half in plain)
+    shared: Any = plain[0].extra
+    with pytest.raises(TypeError):  # shared, hence read-only
+        shared["i_min"] = 1.0
+    document = json.loads(json.dumps(result.to_dict()))  # as results.json writes it
+    assert document["runs"][0]["columns"] == list(result.runs[0].columns)
+    written = [
+        half["extra"]
+        for run in document["runs"]
+        for row in run["rows"]
+        for half in (row["out_of_place"], row["in_place"])
+        if half is not None
+    ]
+    assert written.count({}) == len(plain)
 
 
 @pytest.mark.parametrize("text", ["a\r\nb\rc\n", "x\x0cy\u2028z", "\r\n\r", "", "tail"])

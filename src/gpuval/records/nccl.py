@@ -5,7 +5,9 @@ Every number is kept as printed; a value the output does not show is None, never
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 # The collectives nccl-tests and rccl-tests name in `# Collective test starting: X_perf`.
 COLLECTIVES = (
@@ -21,6 +23,14 @@ COLLECTIVES = (
     "scatter",
 )
 
+# The `extra` of every half that has no extra columns: one shared read-only mapping, where a
+# dict per half was the largest part of a parsed log (two halves per row).
+NO_EXTRA: Mapping[str, float | None] = MappingProxyType({})
+
+
+def _no_extra() -> Mapping[str, float | None]:
+    return NO_EXTRA  # a factory: dataclasses refuse an unhashable default
+
 
 @dataclass(slots=True)
 class NcclHalf:
@@ -34,7 +44,7 @@ class NcclHalf:
     # Old builds print a maximum error magnitude (`0e+00`, `1e-06`) instead of a count.
     error: float | None = None
     # Columns beyond the classic four (`-I 1` per-iteration statistics: i_min, i_max, ...).
-    extra: dict[str, float | None] = field(default_factory=dict)
+    extra: Mapping[str, float | None] = field(default_factory=_no_extra)
 
 
 @dataclass(slots=True)
@@ -51,7 +61,7 @@ class NcclRow:
     line: int | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class NcclDevice:
     rank: int
     group: int | None = None
@@ -62,7 +72,7 @@ class NcclDevice:
     name: str | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class NcclFailure:
     """`HOST: Test NCCL failure common.cu:1204 'msg'` and kin; `line`: the source line named."""
 
@@ -77,7 +87,7 @@ class NcclFailure:
     log_line: int | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class NcclWarning:
     """One `NCCL WARN` line of NCCL_DEBUG output."""
 
@@ -86,7 +96,7 @@ class NcclWarning:
     log_line: int
 
 
-@dataclass
+@dataclass(slots=True)
 class NcclFailedLine:
     """A line of the text output that says FAILED, as printed (launcher prefix removed):
     `# Out of bounds values : 3 FAILED`, `# Avg bus bandwidth : 0 FAILED` (the
@@ -96,13 +106,13 @@ class NcclFailedLine:
     line: int
 
 
-@dataclass
+@dataclass(slots=True)
 class NcclOutOfBounds:
     count: int
     ok: bool
 
 
-@dataclass
+@dataclass(slots=True)
 class NcclRun:
     """One run of one nccl-tests / rccl-tests binary, as far as the output shows it."""
 
@@ -121,8 +131,9 @@ class NcclRun:
     nccl_tests_version: str | None = None
     runtime_versions: dict[str, str] = field(default_factory=dict)
     header: dict[str, int | str | bool] = field(default_factory=dict)
-    columns: list[str] = field(default_factory=list)
-    extra_columns: list[str] = field(default_factory=list)
+    # Tuples: the runs of a log that print the same column header share them.
+    columns: tuple[str, ...] = ()
+    extra_columns: tuple[str, ...] = ()
     time_column: str = "time"
     hosts: list[str] = field(default_factory=list)
     nccl_versions_by_host: dict[str, str] = field(default_factory=dict)

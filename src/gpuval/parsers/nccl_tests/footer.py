@@ -5,6 +5,7 @@ collective its rows imply)."""
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable
 
 from gpuval.parsers import nccl_debug, nccl_json
@@ -81,10 +82,10 @@ def read_failure(body: str, number: int, touch: Callable[[], NcclRun]) -> bool:
         message = match["message"].strip()
         if len(message) >= 2 and message[0] == "'" and message[-1] == "'":
             message = message[1:-1].rstrip()
+        host, file = _shared(match["host"]), _shared(match["file"])
         touch().failures.append(
-            NcclFailure(match["host"], kind, match["file"], int(match["line"]), message,
-                        log_line=number)
-        )  # fmt: skip
+            NcclFailure(host, kind, file, int(match["line"]), sys.intern(message), log_line=number)
+        )
         return True
     timeout = _TIMEOUT.match(body)
     if timeout:
@@ -99,7 +100,7 @@ def read_failure(body: str, number: int, touch: Callable[[], NcclRun]) -> bool:
 
 def _trace(run: NcclRun, number: int, match: re.Match[str]) -> None:
     """` .. HOST pid N: Test failure common.cu:915`: joined to the failure it propagates."""
-    where = f"{match['file']}:{match['line']}"
+    where = sys.intern(f"{match['file']}:{match['line']}")
     pid = int(match["pid"]) if match["pid"] else None
     for failure in reversed(run.failures):
         if failure.host == match["host"] and failure.pid in (None, pid):
@@ -110,6 +111,11 @@ def _trace(run: NcclRun, number: int, match: re.Match[str]) -> None:
         NcclFailure(match["host"], "other", match["file"], int(match["line"]),
                     "Test failure", pid=pid, trace=[where], log_line=number)
     )  # fmt: skip
+
+
+def _shared(name: str | None) -> str | None:
+    """A host or source file name, interned: every rank of every run of a log repeats them."""
+    return sys.intern(name) if name is not None else None
 
 
 def facts_present(facts: nccl_debug.DebugFacts) -> bool:

@@ -5,6 +5,7 @@ which run that is, the reader of the lines (reader.py) decides."""
 from __future__ import annotations
 
 import re
+import sys
 
 from gpuval.parsers import nccl_json
 from gpuval.parsers.text import parse_int
@@ -49,7 +50,7 @@ def parse_params(body: str) -> dict[str, int | str | bool]:
         if not (word[:1].isdecimal() or (word[:1] == "-" and word[1:2].isdecimal())):
             name.append(word.rstrip(":"))
             continue
-        key = "_".join(name).lower()
+        key = sys.intern("_".join(name).lower())  # the same few names in every run of a log
         name = []
         if not key:
             continue
@@ -72,10 +73,11 @@ def read_device(body: str) -> NcclDevice | None:
         rank=int(rank),
         group=int(group) if group is not None else None,
         pid=int(pid) if pid is not None else None,
-        host=host,
+        # Interned: a log names the same hosts, buses and models in every run.
+        host=sys.intern(host) if host is not None else None,
         device=int(device),
-        pci_bus=pci or None,
-        name=name.strip() or None,
+        pci_bus=sys.intern(pci) if pci else None,
+        name=sys.intern(name.strip()) if name.strip() else None,
     )
 
 
@@ -103,5 +105,7 @@ def read_flag(run: NcclRun, body: str) -> None:
 
 
 def set_program(run: NcclRun, program: str) -> None:
-    run.program = program or None
-    run.collective = nccl_json.collective_of_program(program) or run.collective
+    # Interned, as the command: a log names the same few programs in all its runs.
+    run.program = sys.intern(program) if program else None
+    collective = nccl_json.collective_of_program(program)
+    run.collective = sys.intern(collective) if collective else run.collective

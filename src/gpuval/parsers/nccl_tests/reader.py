@@ -5,9 +5,11 @@ concern (header, table, footer)."""
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import chain
+from typing import NamedTuple
 
 from gpuval.parsers import nccl_debug, nccl_json
 from gpuval.parsers.nccl_tests import footer, header
@@ -37,10 +39,31 @@ _BLOCK = 1 << 20
 _LAUNCHER_TAG = re.compile(r"\[\d+(?:,\d+)?\](?:<std(?:out|err)>:)?")
 
 
-@dataclass
+class _ColumnHeader(NamedTuple):
+    """What one column header line says, read once per log however many runs print it."""
+
+    layout: Layout | None
+    problem: str | None
+    columns: tuple[str, ...]
+    extra_columns: tuple[str, ...]
+
+
+def _read_column_header(body: str, halves_named: tuple[str, ...] | None) -> _ColumnHeader:
+    words = body.split()
+    layout, problem = header_layout(words, halves_named)
+    extra: tuple[str, ...] = ()
+    if layout is not None:
+        extra = tuple(m for m in layout.metrics if m not in CLASSIC_METRICS)
+        extra += ("timestamp",) if layout.timestamp else ()
+    return _ColumnHeader(layout, problem, tuple(words), extra)
+
+
+@dataclass(slots=True)
 class _Builder:
     run: NcclRun
-    facts: nccl_debug.DebugFacts = field(default_factory=nccl_debug.DebugFacts)
+    # Made at the run's first NCCL_DEBUG line: most runs of a long log have none, and an empty
+    # DebugFacts (six sets) weighs more than a short run's records.
+    facts: nccl_debug.DebugFacts | None = None
     stage: int = 0
     layout: Layout | None = None
     group_halves: tuple[str, ...] | None = None
@@ -48,6 +71,11 @@ class _Builder:
     partial: tuple[int, list[str]] | None = None
     row_width: int = 0
     last_line: int | None = None
+
+    def debug_facts(self) -> nccl_debug.DebugFacts:
+        if self.facts is None:
+            self.facts = nccl_debug.DebugFacts()
+        return self.facts
 
 
 class TextReader:
@@ -57,6 +85,9 @@ class TextReader:
         self.current: _Builder | None = None
         self.preamble = nccl_debug.DebugFacts()
         self.cut_line: int | None = None
+        # One object per distinct key cell and column name of the whole log (see parse_row).
+        self.shared: dict[str, int | str] = {}
+        self.column_headers: dict[tuple[str, tuple[str, ...] | None], _ColumnHeader] = {}
 
     # ---- driving -------------------------------------------------------------------------
     def run(self, text: str) -> None:
@@ -71,7 +102,7 @@ class TextReader:
                 if raw[:1] in " \t" and self._in_table():
                     # NCCL_DEBUG lines start with their host; a leading blank is a row's start.
                     self.result.warn("row text mixed into an NCCL_DEBUG line: not recorded", number)
-                feed(self.current.facts if self.current else self.preamble, raw, number)
+                feed(self.current.debug_facts() if self.current else self.preamble, raw, number)
                 continue
             body = raw.strip()
             if not body:
@@ -154,7 +185,8 @@ class TextReader:
     # ---- runs ----------------------------------------------------------------------------
     def _new_run(self, number: int) -> _Builder:
         self._flush_partial()
-        if self.current is not None:  # no more lines of its own: its kept lines need no keeping
+        if self.current is not None and self.current.facts is not None:
+            # no more lines of its own: its kept lines need no keeping
             nccl_debug.read_kept(self.current.facts)
         self.current = _Builder(NcclRun(start_line=number), last_line=number)
         self.builders.append(self.current)
@@ -217,20 +249,21 @@ class TextReader:
     def _column_header(self, number: int, body: str) -> None:
         builder = self._open(number, _TABLE) if self._needs_new(_ROWS) else self._touch(number)
         builder.stage = max(builder.stage, _TABLE)
-        layout, problem = header_layout(body.split(), builder.group_halves)
-        if problem:
-            self.result.warn(problem, number)
+        key = (body, builder.group_halves)
+        read = self.column_headers.get(key)
+        if read is None:
+            read = self.column_headers[key] = _read_column_header(body, builder.group_halves)
+        layout = read.layout
+        if read.problem:
+            self.result.warn(read.problem, number)
         if layout is None:
             return
         if builder.time_scale is not None:
             layout = with_scale(layout, builder.time_scale)
         builder.layout = layout
         run = builder.run
-        run.columns = body.split()
+        run.columns, run.extra_columns = read.columns, read.extra_columns
         run.time_column = "cputime" if "cputime" in run.columns else "time"
-        run.extra_columns = [m for m in layout.metrics if m not in CLASSIC_METRICS] + (
-            ["timestamp"] if layout.timestamp else []
-        )
         if layout.time_scale != 1.0:
             self.result.warn("time column printed in ms (2017 builds); converted to us", number)
 
@@ -288,7 +321,7 @@ class TextReader:
         if current is None or current.stage >= _ROWS or current.run.command is not None:
             current = self._new_run(number)
         current.last_line = number
-        current.run.command = body
+        current.run.command = sys.intern(body)
         if current.run.program is None:
             header.set_program(current.run, match.group(0))
 
@@ -330,14 +363,14 @@ class TextReader:
                 understood = f"row without a column header, not understood: {_cells(tokens)}"
                 self.result.warn(understood, number)
                 return
-            builder.run.extra_columns = []
+            builder.run.extra_columns = ()
             self.result.warn(
                 "no column header before this row; columns inferred as "
                 f"{' '.join(builder.layout.keys + builder.layout.metrics)} "
                 f"x{len(builder.layout.halves)}",
                 number,
             )
-        row, problem = parse_row(tokens, builder.layout)
+        row, problem = parse_row(tokens, builder.layout, self.shared)
         width = sum(map(len, tokens))
         if number == self.cut_line and (problem is not None or width < builder.row_width):
             # The file ends inside this line, which is odd or narrower than the row before it.
@@ -368,16 +401,21 @@ class TextReader:
 
     # ---- finishing -----------------------------------------------------------------------
     def _finish(self) -> None:
-        for facts in [self.preamble, *(b.facts for b in self.builders)]:
+        for facts in [self.preamble, *(b.facts for b in self.builders if b.facts is not None)]:
             nccl_debug.digest(facts)
         builders = [b for b in self.builders if _has_content(b)]
         if not builders and footer.facts_present(self.preamble):
             builders = [_Builder(NcclRun())]
         if builders:
-            builders[0].facts.merge(self.preamble)
+            builders[0].debug_facts().merge(self.preamble)
         for builder in builders:
             self.result.runs.append(
-                footer.finish_run(builder.run, builder.facts, builder.last_line, self.result)
+                footer.finish_run(
+                    builder.run,
+                    builder.facts or nccl_debug.DebugFacts(),
+                    builder.last_line,
+                    self.result,
+                )
             )
         if not builders:
             self.result.error("no nccl-tests/rccl-tests output found")
@@ -391,7 +429,7 @@ def _has_content(builder: _Builder) -> bool:
         or run.failures
         or run.devices
         or run.header
-        or footer.facts_present(builder.facts)
+        or (builder.facts is not None and footer.facts_present(builder.facts))
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 
 from gpuval.parsers.text import parse_int, parse_number, quoted
 from gpuval.records.nccl import NcclHalf, NcclRow
@@ -39,6 +40,14 @@ class Layout:
     @property
     def cells(self) -> int:
         return len(self.halves) * len(self.metrics)
+
+    @cached_property
+    def places(self) -> tuple[dict[str, int], tuple[tuple[str, int], ...]]:
+        """Where each classic metric sits in a half's cells, and each extra one (the last of a
+        name printed twice, as a dict of the cells would keep)."""
+        at = {name: index for index, name in enumerate(self.metrics)}
+        classic = {name: index for name, index in at.items() if name in CLASSIC_METRICS}
+        return classic, tuple((name, index) for name, index in at.items() if name not in classic)
 
 
 def with_scale(layout: Layout, scale: float) -> Layout:
@@ -123,9 +132,15 @@ def infer_layout(tokens: list[str]) -> Layout | None:
     return Layout(tuple(keys), halves, metrics, inferred=True)
 
 
-def parse_row(tokens: list[str], layout: Layout) -> tuple[NcclRow | None, str | None]:
-    """A row, or the problem: "partial" (fewer cells than the header) or a description."""
-    size = integer(tokens[0])
+def parse_row(
+    tokens: list[str], layout: Layout, shared: dict[str, int | str]
+) -> tuple[NcclRow | None, str | None]:
+    """A row, or the problem: "partial" (fewer cells than the header) or a description.
+
+    `shared` maps the key cells read so far (size, count, type, redop) to their one value: a
+    log repeats the same few sizes and names in every run, and one object each, rather than one
+    per row, keeps a parsed log near its text's size."""
+    size = _shared_integer(tokens[0], shared)
     if size is None:
         return None, "size is not an integer"
     row = NcclRow(size_bytes=size)
@@ -136,18 +151,18 @@ def parse_row(tokens: list[str], layout: Layout) -> tuple[NcclRow | None, str | 
             return None, "partial"
         token = tokens[at]
         if key == "count":
-            row.count = integer(token)
+            row.count = _shared_integer(token, shared)
             if row.count is None:
                 return None, f"count {quoted(token)} is not an integer"
             at += 1
         elif key == "dtype":
             if is_number(token):
                 return None, f"type {quoted(token)} is a number"
-            row.dtype = token
+            row.dtype = _shared_text(token, shared)
             at += 1
         elif key == "redop":
             if not is_number(token):  # alltoall in 2020-era builds prints a blank redop
-                row.redop = token
+                row.redop = _shared_text(token, shared)
                 at += 1
         elif key == "root":
             remaining = len(tokens) - at
@@ -181,20 +196,44 @@ def _half(cells: list[str], layout: Layout) -> tuple[NcclHalf | None, str | None
         for name, cell, value in zip(layout.metrics, cells, values, strict=True):
             if value is None and not _is_na(cell):
                 return None, f"{name} cell {quoted(cell)} is not a number"
-    named = dict(zip(layout.metrics, values, strict=True))
-    time = named.pop("time", None)
+    classic, extra = layout.places
+    at = classic.get
+    time = _at(values, at("time"))
     if time is not None and layout.time_scale != 1.0:
         time = round(time * layout.time_scale, 6)
-    half = NcclHalf(time, named.pop("algbw", None), named.pop("busbw", None))
-    half.error = named.pop("error", None)
-    if "wrong" in named:
-        wrong = named.pop("wrong")
+    half = NcclHalf(time, _at(values, at("algbw")), _at(values, at("busbw")))
+    half.error = _at(values, at("error"))
+    if "wrong" in classic:
+        wrong = values[classic["wrong"]]
         if wrong is not None and wrong == int(wrong):
             half.wrong = int(wrong)
         else:  # a magnitude under a #wrong header: keep it, but it is no count
             half.error = wrong
-    half.extra = named
+    if extra:
+        half.extra = {name: values[index] for name, index in extra}
     return half, None
+
+
+def _at(values: list[float | None], index: int | None) -> float | None:
+    return values[index] if index is not None else None
+
+
+def _shared_integer(cell: str, shared: dict[str, int | str]) -> int | None:
+    value = shared.get(cell)
+    if type(value) is int:
+        return value
+    number = integer(cell)
+    if number is not None:
+        shared[cell] = number
+    return number
+
+
+def _shared_text(cell: str, shared: dict[str, int | str]) -> str:
+    value = shared.get(cell)
+    if type(value) is str:
+        return value
+    shared[cell] = cell
+    return cell
 
 
 def _number(cell: str) -> float | None:
