@@ -24,7 +24,7 @@ description:
     C(nccl_device.h) and a C(nccl_device/) folder).
   - Where O(lib_dir) has only versioned names (a wheel ships C(libnccl.so.2)), C(lib/libnccl.so)
     links to the highest C(libnccl.so.N), which C(-lnccl) needs.
-  - A link is replaced only when it points elsewhere: a second run changes nothing. Check mode
+  - A link is replaced only when it points elsewhere, so a second run changes nothing. Check mode
     says what would change.
 version_added: "0.1.0"
 options:
