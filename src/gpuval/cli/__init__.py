@@ -19,6 +19,7 @@ from gpuval.cli.options import change_fraction, count, slug_option
 from gpuval.cli.plan import add_plan_command, plan_command
 from gpuval.cli.slurm import add_slurm_commands, drain_command, resume_command
 from gpuval.cli.slurm_health import add_node_health_command, node_health_command
+from gpuval.cli.slurm_run import RUN_EXAMPLES, add_slurm_run_options, drain_after_run, submit_run
 from gpuval.files.atomic import OutputError, write_output
 
 if TYPE_CHECKING:
@@ -74,7 +75,8 @@ Examples:
   gpuval report reports/nightly --profile h100-sxm-8x --baseline accepted-2026-11
   gpuval report reports/nightly --thresholds strict.json --out /tmp/rerendered"""
 
-RUN_HELP = """\
+RUN_HELP = (
+    """\
 Run the validation playbook (the checkout's playbooks/benchmark.yml, or the installed
 collection's) through ansible-runner against INVENTORY, with live progress: the phase, host and
 step, the elapsed time and a bar over the steps run.json expects. Then judge the run folder
@@ -85,14 +87,20 @@ Without --profile, the run is judged with the shipped profile that fits the dete
 (or one derived from it). With --tags, run.json expects only the steps of the phases that run.
 Ctrl-C stops the run cleanly: the nodes' outputs so far are collected and judged (exit 2).
 
+--drain-failed then drains in Slurm the nodes the run fails (as `gpuval drain`); --slurm
+PARTITION submits the whole run as a low-priority batch job on idle nodes instead (docs/slurm.md).
+
 Exit status: as gpuval report's (0 pass or warn, 1 fail, 2 error, 3 unjudged; --fail-on), and
-2 when stopped.
+2 when stopped or when a drain failed; with --slurm, 0 once the job is submitted.
 
 Examples:
   gpuval run -i inventory/my-cluster.ini
   gpuval run -i inventory/my-cluster.ini --profile h100-sxm-8x --baseline accepted
   gpuval run -i inventory/my-cluster.ini --tags preflight,pairs -e bench_pairs_iperf3_seconds=5
-  GPUVAL_WEBHOOK_URL=https://hooks.example/T0/B0/x gpuval run -i inv.ini --limit 'node[01:16]'"""
+  GPUVAL_WEBHOOK_URL=https://hooks.example/T0/B0/x gpuval run -i inv.ini --limit 'node[01:16]'
+"""
+    + RUN_EXAMPLES
+)
 
 HISTORY_HELP = """\
 The key figures per host across the last runs of a reports folder: busbw per collective
@@ -220,6 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _reports_option(run)
     _judging_options(run)
+    add_slurm_run_options(run)
 
     report = _command(commands, "report", "judge a run folder and write the report", REPORT_HELP)
     report.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="folder holding raw/")
@@ -397,6 +406,8 @@ def _run(args: argparse.Namespace) -> int:
             str(Path(args.playbook).resolve()) if Path(args.playbook).exists() else args.playbook
         )
     run_id = args.run_id or launch.new_run_id(archive)
+    if args.slurm:
+        return submit_run(args, archive.root / run_id, archive.history_path, project_dir)
 
     def request(inventory: Path) -> launch.RunRequest:
         return launch.RunRequest(
@@ -419,7 +430,8 @@ def _run(args: argparse.Namespace) -> int:
         return _error("run", "name the inventory with -i INVENTORY (or --provision PROVIDER)")
     if not args.inventory.exists():
         return _error("run", f"{args.inventory}: no such inventory file or folder")
-    return launch.launch(request(args.inventory))
+    code = launch.launch(request(args.inventory))
+    return drain_after_run(args, archive.root / run_id, code) if args.drain_failed else code
 
 
 def _history(args: argparse.Namespace) -> int:

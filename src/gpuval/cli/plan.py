@@ -98,7 +98,7 @@ def _inventory(path: Path) -> tuple[list[str], dict[str, Any]]:
     return hosts, dict(variables)
 
 
-def _shape_and_variables(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
+def shape_and_variables(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     from gpuval.plan import inputs
     from gpuval.plan.duration import FORKS, Shape
 
@@ -139,7 +139,7 @@ def plan_command(args: argparse.Namespace) -> int:
     from gpuval.plan import duration, plan_text
 
     try:
-        shape, variables = _shape_and_variables(args)
+        shape, variables = shape_and_variables(args)
         archive = Archive(args.reports) if args.reports else Archive.default()
         estimate = duration.estimate_from_history(shape, variables, archive.history_path)
         staged = (

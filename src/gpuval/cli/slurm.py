@@ -104,8 +104,9 @@ def _slurm_names(inventory: Path | None) -> dict[str, str]:
     return names
 
 
-def _judgement(run_dir: Path) -> RunJudgement:
-    """The run judged as `gpuval report` judges it; ValueError saying why it cannot be."""
+def _judgement(run_dir: Path, baseline: str | None = None) -> RunJudgement:
+    """The run judged as `gpuval report` judges it (with `baseline` as its --baseline);
+    ValueError saying why it cannot be."""
     from gpuval.checks.baseline import BaselineError
     from gpuval.pipeline import judge, resolve_judging
     from gpuval.runfolder import RunFolderError
@@ -113,7 +114,7 @@ def _judgement(run_dir: Path) -> RunJudgement:
     if not (run_dir / "run.json").is_file() and not (run_dir / "raw").is_dir():
         raise ValueError(f"{run_dir}: not a run folder (no run.json, no raw/)")
     try:  # a ProfileError or ThresholdsError is a ValueError already
-        return judge(run_dir, resolve_judging(run_dir, None, None, None))
+        return judge(run_dir, resolve_judging(run_dir, None, None, baseline))
     except (RunFolderError, BaselineError) as problem:
         raise ValueError(str(problem)) from None
 
@@ -151,30 +152,39 @@ def apply_actions(actions: list[NodeAction], command: str, dry_run: bool) -> int
 
 
 def drain_command(args: argparse.Namespace) -> int:
+    return drain_run(args.run_dir, args.inventory, args.reason_prefix, args.dry_run)
+
+
+def drain_run(
+    run_dir: Path, inventory: Path | None, reason_prefix: str, dry_run: bool,
+    baseline: str | None = None, command: str = "drain",
+) -> int:  # fmt: skip
+    """Drain the nodes the run's judgement fails (`gpuval drain`, `gpuval run --drain-failed`);
+    the exit status: EXIT_OK, or EXIT_ERROR (not judged, verdict error, scontrol failed)."""
     from gpuval.slurm import drain
 
     try:
-        names = _slurm_names(args.inventory)
-        judgement = _judgement(args.run_dir)
+        names = _slurm_names(inventory)
+        judgement = _judgement(run_dir, baseline)
     except ValueError as problem:
-        return _error("drain", str(problem))
+        return _error(command, str(problem))
     if judgement.verdict == "error":
-        return _error("drain", f"{args.run_dir}: the run could not be judged (verdict error): "
+        return _error(command, f"{run_dir}: the run could not be judged (verdict error): "
                       "nothing drained; see `gpuval report` for why")  # fmt: skip
     failing = drain.failing_checks(judgement)
     if not failing:
-        print(f"{args.run_dir}: no node fails ({judgement.verdict}); nothing to drain")
+        print(f"{run_dir}: no node fails ({judgement.verdict}); nothing to drain")
         return EXIT_OK
     try:
         current = _current([names.get(host, host) for host in failing])
     except (scontrol.SlurmCommandError, SlurmOutputError) as problem:
-        if not args.dry_run:
-            return _error("drain", str(problem))
+        if not dry_run:
+            return _error(command, str(problem))
         print(f"# cannot read the nodes' current state ({problem}); every drain printed",
               file=sys.stderr)  # fmt: skip
         current = {}
-    actions = drain.drain_actions(judgement, names, current, args.reason_prefix)
-    return EXIT_ERROR if apply_actions(actions, "drain", args.dry_run) else EXIT_OK
+    actions = drain.drain_actions(judgement, names, current, reason_prefix)
+    return EXIT_ERROR if apply_actions(actions, "drain", dry_run) else EXIT_OK
 
 
 def resume_command(args: argparse.Namespace) -> int:

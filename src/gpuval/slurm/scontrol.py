@@ -68,7 +68,8 @@ def printable(command: Sequence[str]) -> str:
 
 
 def run_scontrol(command: Sequence[str]) -> str:
-    """Run one scontrol command; its standard output, or SlurmCommandError."""
+    """Run one Slurm client command (scontrol, sbatch); its standard output, or
+    SlurmCommandError."""
     try:
         done = subprocess.run(
             list(command), capture_output=True, text=True, timeout=TIMEOUT_S, check=False
