@@ -17,7 +17,9 @@ description:
   - Answers from C(gpuval.plan.steps) in the controller process; never connects to a node.
   - Always returns the fixed names (RV(preflight), RV(p2p), RV(mpi_preflight), RV(allnodes),
     RV(failure_records) per phase).
-  - With O(collectives), the intranode and internode nccl-tests step of each.
+  - With O(collectives), the intranode and internode nccl-tests step of each, and the two
+    NVL72 rack tests' (RV(rack): over one rack's multi-node NVLink; RV(across_racks): the
+    network-only test across racks).
   - With O(hosts), RV(expected) (per host, the steps run.json lists), RV(config) (the knobs
     that shape the run, the role variables set for the first host or on the controller over the
     suite's defaults) and RV(declared) (per host, what its inventory variables say it is,
@@ -68,6 +70,8 @@ class ActionModule(ActionBase):
         collectives = args["collectives"] or []
         result["intranode"] = {c: steps.intranode_nccl(c) for c in collectives}
         result["internode"] = {c: steps.internode_nccl(c) for c in collectives}
+        result["rack"] = {c: steps.rack_nccl(c) for c in collectives}
+        result["across_racks"] = {c: steps.across_racks_nccl(c) for c in collectives}
         if args["hosts"] is not None:
             try:
                 plan = steps.RunPlan.from_variables(self._plan_variables(task_vars, args["hosts"]))

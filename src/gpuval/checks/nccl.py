@@ -10,6 +10,7 @@ from gpuval.catalog import nvlink_count
 from gpuval.catalog.nccl_warnings import WarningMeaning, classify
 from gpuval.checks.context import JudgeState
 from gpuval.checks.model import CLUSTER, Category, Check, Status
+from gpuval.checks.rack_tests import RDMA_TRANSPORTS, rack_reference, rack_transport
 from gpuval.checks.references import (
     Reference,
     collective_name,
@@ -21,10 +22,10 @@ from gpuval.checks.references import (
 )
 from gpuval.checks.wording import band_status, listed, peak_sentence, size_text
 from gpuval.evidence import HostEvidence, Parsed
+from gpuval.plan.steps import RackTest, rack_test
 from gpuval.records.bandwidth import AllReduceBenchRun
 from gpuval.records.nccl import NcclRun
 
-RDMA_TRANSPORTS = ("NET/IB", "NET/OFI", "NET/GDR")  # NET/OFI: AWS EFA through the OFI plugin
 ALGORITHM_CAVEAT = "busbw with NVLS/CollNet exceeds link bandwidth by design"
 PLATEAU_FRACTION = 0.9  # rows within 10 % of the best large-message busbw are its plateau
 
@@ -157,7 +158,9 @@ def nccl_problems(run: NcclRun, across_nodes: bool = False) -> list[Problem]:
     return problems + _failed_lines(run) + _warn_problems(run, across_nodes)
 
 
-def _scope(collective: str, multinode: bool) -> str:
+def _scope(collective: str, multinode: bool, test: RackTest | None = None) -> str:
+    if test is not None:
+        return f"{collective}.{test}"
     return f"{collective}.internode" if multinode else collective
 
 
@@ -390,14 +393,19 @@ def nccl_checks(judge: JudgeState, host: HostEvidence, parsed: Parsed[NcclRun]) 
     collective = collective_name(run, parsed.file)
     multinode = is_multinode(parsed.file, run_hosts(run))
     owner = CLUSTER if multinode else parsed.host
-    prefix = f"{parsed.tool}.{_scope(collective, multinode)}"
+    test = rack_test(parsed.file.step)
+    prefix = f"{parsed.tool}.{_scope(collective, multinode, test)}"
     _record_problems(judge, parsed, prefix, owner, multinode)
     _collective_guessed(judge, parsed, prefix, owner, collective)
-    transport = _transport_verdict(judge, host, run, multinode)
+    if test is not None:
+        transport: tuple[Status, str] | None = rack_transport(test, run, host.declared.nvl_domain)
+    else:
+        transport = _transport_verdict(judge, host, run, multinode)
     if transport:
         judge.add(Check(
             check_id=f"{prefix}.transport", host=owner, category="transport",
-            status=transport[0], reason=transport[1], measured=" ".join(run.transports) or None,
+            status=transport[0], reason=transport[1],
+            measured=" ".join(run.channel_transports if test else run.transports) or None,
             source=parsed.source(),
         ))  # fmt: skip
     if mixed := _version_mix(run):
@@ -409,7 +417,11 @@ def nccl_checks(judge: JudgeState, host: HostEvidence, parsed: Parsed[NcclRun]) 
     if run.nranks == 1:
         _single_rank(judge, host, parsed, f"{prefix}.busbw", owner)
         return
-    reference = nccl_reference(host, parsed, collective, len(judge.evidence.folder.hosts))
+    cluster = len(judge.evidence.folder.hosts)
+    if test is not None:
+        reference = rack_reference(test, host, parsed, collective, cluster)
+    else:
+        reference = nccl_reference(host, parsed, collective, cluster)
     bandwidth_check(judge, parsed, f"{prefix}.busbw", nccl_samples(run), reference,
                     run.algorithms, owner)  # fmt: skip
 

@@ -31,6 +31,11 @@ _CHANNEL_TAIL = re.compile(r" coll channels, (.*)")
 _NVLS_CHANNELS = re.compile(r"(\d+) nvls channels")
 _ALGO_ENV = re.compile(r"NCCL_ALGO set by environment to (\S+)")
 _NRANKS = re.compile(r"NCCL INFO comm .*?\bn[Rr]anks (\d+)")
+# NCCL 2.2x says whether a communicator uses multi-node NVLink: `comm 0x9a39870 rank 0 nRanks 4
+# nNodes 1 localRanks 4 localRank 0 MNNVL 1` and `MNNVL 1 cliqueId 2786 cliqueSize 4 ...`
+# (MNNVL 0 with NCCL_MNNVL_ENABLE=0; https://github.com/NVIDIA/nccl/issues/2303). The
+# `MNNVL busId ... fabric UUID ...` line every GPU prints, H100s too, says nothing of use.
+_MNNVL_USED = re.compile(r"\bMNNVL ([01])\b")
 
 
 @dataclass
@@ -40,6 +45,12 @@ class DebugFacts:
     versions_by_host: dict[str, str] = field(default_factory=dict)
     version: str | None = None
     transports: set[str] = field(default_factory=set)
+    # Only what `Channel ... via X` lines named: the paths data took, not the network plugin
+    # NCCL loaded (`Using network IB` is printed on an MNNVL rack whose data never leaves NVLink).
+    channel_transports: set[str] = field(default_factory=set)
+    # Whether a communicator said it uses multi-node NVLink (MNNVL 1) or not (MNNVL 0); None:
+    # not said (NCCL before 2.2x, or NCCL_DEBUG below INFO).
+    mnnvl: bool | None = None
     algorithms: set[str] = field(default_factory=set)
     warnings: list[NcclWarning] = field(default_factory=list)
     hosts: set[str] = field(default_factory=set)
@@ -56,6 +67,8 @@ class DebugFacts:
             self.versions_by_host.setdefault(host, version)
         self.version = self.version or other.version
         self.transports |= other.transports
+        self.channel_transports |= other.channel_transports
+        self.mnnvl = _mnnvl(self.mnnvl, other.mnnvl)
         self.algorithms |= other.algorithms
         self.warnings.extend(other.warnings)
         self.hosts |= other.hosts
@@ -167,7 +180,12 @@ def read_kept(facts: DebugFacts) -> None:
     facts.hosts.update(head for head in heads if head and " " not in head)
     joined = "\n".join(lines)
     del lines
-    facts.transports.update(_transport_name(via) for via in set(_VIA.findall(joined)))
+    channels = {_transport_name(via) for via in set(_VIA.findall(joined))}
+    facts.channel_transports |= channels
+    facts.transports |= channels
+    if "MNNVL " in joined:
+        for said in set(_MNNVL_USED.findall(joined)):
+            facts.mnnvl = _mnnvl(facts.mnnvl, said == "1")
     facts.networks.update(_NETWORK.findall(joined))
     facts.nets_using.update(_NET_USING.findall(joined))
     for tail in set(_CHANNEL_TAIL.findall(joined)):
@@ -180,6 +198,13 @@ def read_kept(facts: DebugFacts) -> None:
     if facts.nranks is None:
         match = _NRANKS.search(joined)
         facts.nranks = int(match.group(1)) if match else None
+
+
+def _mnnvl(known: bool | None, said: bool | None) -> bool | None:
+    """A communicator that used MNNVL outweighs one that did not (a run makes several)."""
+    if known is None or said is None:
+        return said if known is None else known
+    return known or said
 
 
 def _version(facts: DebugFacts, host: str | None, rest: str, number: int) -> None:

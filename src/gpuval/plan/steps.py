@@ -11,6 +11,10 @@ back with `pair_step` and `failed_phase`. Shapes:
     p2pBandwidthLatencyTest               intranode, per node
     nccl-<collective>                     intranode nccl-tests, per node
     internode-nccl-<collective>           nccl-tests across all nodes, on the first node
+    rack-nccl-<collective>                an NVL72 rack's test over multi-node NVLink, on the
+                                          rack's first node (gpuval.checks.rack_tests)
+    xrack-nccl-<collective>               the network-only test across racks (MNNVL and NVLS
+                                          off, one node per rack), on the first node
     mpi-preflight                         mpirun across all nodes, on the first node
     allnodes-allreduce                    staged mode's all-nodes test, on the first node
     allnodes-allreduce-g<round>           staged mode's group tests of a later round, on the
@@ -32,7 +36,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Literal
 
 from gpuval.plan.host_order import circle_rounds
 
@@ -40,6 +44,11 @@ P2P = "p2pBandwidthLatencyTest"
 MPI_PREFLIGHT = "mpi-preflight"
 ALLNODES_ALLREDUCE = "allnodes-allreduce"
 INTERNODE_PREFIX = "internode-"
+# The two active tests of NVL72 racks, kept apart so a bad InfiniBand rail cannot hide behind
+# NVLink: one per rack over multi-node NVLink, one across racks over the network only.
+RACK_PREFIX = "rack-"
+ACROSS_RACKS_PREFIX = "xrack-"
+RackTest = Literal["rack", "across-racks"]
 # bench_pairs_mode: auto is all pairs up to this many nodes (N-1 rounds are cheap there and test
 # every link), group testing (staged) above it.
 PAIRS_MODES = ("auto", "all-pairs", "staged")
@@ -178,6 +187,25 @@ def intranode_nccl(collective: str) -> str:
 
 def internode_nccl(collective: str) -> str:
     return f"{INTERNODE_PREFIX}nccl-{collective}"
+
+
+def rack_nccl(collective: str) -> str:
+    """The rack test: `collective` over the multi-node NVLink of one rack."""
+    return f"{RACK_PREFIX}nccl-{collective}"
+
+
+def across_racks_nccl(collective: str) -> str:
+    """The network-only test: `collective` across racks, MNNVL and NVLS off."""
+    return f"{ACROSS_RACKS_PREFIX}nccl-{collective}"
+
+
+def rack_test(step: str) -> RackTest | None:
+    """Which of the two rack tests a step is; None for every other step."""
+    if any(step == rack_nccl(c) for c in COLLECTIVES):
+        return "rack"
+    if any(step == across_racks_nccl(c) for c in COLLECTIVES):
+        return "across-racks"
+    return None
 
 
 def failed(phase: str) -> str:

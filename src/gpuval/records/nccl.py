@@ -138,6 +138,10 @@ class NcclRun:
     hosts: list[str] = field(default_factory=list)
     nccl_versions_by_host: dict[str, str] = field(default_factory=dict)
     transports: list[str] = field(default_factory=list)
+    # What `Channel ... via X` lines named (the data's paths), and whether NCCL said the run
+    # used multi-node NVLink (None: not said); both from NCCL_DEBUG=INFO.
+    channel_transports: list[str] = field(default_factory=list)
+    mnnvl: bool | None = None
     algorithms: list[str] = field(default_factory=list)
     nccl_warnings: list[NcclWarning] = field(default_factory=list)
     failures: list[NcclFailure] = field(default_factory=list)

@@ -119,7 +119,8 @@ def _shared(name: str | None) -> str | None:
 
 
 def facts_present(facts: nccl_debug.DebugFacts) -> bool:
-    return bool(facts.version or facts.transports or facts.warnings or facts.algorithms)
+    return bool(facts.version or facts.transports or facts.warnings or facts.algorithms
+                or facts.mnnvl is not None)  # fmt: skip
 
 
 def finish_run(
@@ -131,6 +132,8 @@ def finish_run(
     run.nccl_version = facts.version or run.runtime_versions.get("RCCL") or _library_version(run)
     run.nccl_versions_by_host = dict(sorted(facts.versions_by_host.items()))
     run.transports = sorted(facts.transports)
+    run.channel_transports = sorted(facts.channel_transports)
+    run.mnnvl = facts.mnnvl
     run.algorithms = sorted(facts.algorithms)
     run.nccl_warnings = facts.warnings
     hosts = {d.host for d in run.devices if d.host} | facts.hosts
