@@ -18,7 +18,7 @@ description:
   - Always returns the fixed names (RV(preflight), RV(p2p), RV(mpi_preflight), RV(allnodes),
     RV(failure_records) per phase).
   - With O(collectives), the intranode and internode nccl-tests step of each, and the two
-    NVL72 rack tests' (RV(rack): over one rack's multi-node NVLink; RV(across_racks): the
+    NVL72 rack tests' (RV(rack), over one rack's multi-node NVLink; RV(across_racks), the
     network-only test across racks).
   - With O(hosts), RV(expected) (per host, the steps run.json lists), RV(config) (the knobs
     that shape the run, the role variables set for the first host or on the controller over the
