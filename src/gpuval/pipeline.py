@@ -95,7 +95,7 @@ def now() -> str:
 def judge(run_dir: Path, judging: Judging | None = None, generated_at: str | None = None
           ) -> RunJudgement:  # fmt: skip
     """Read RUN_DIR and judge it once; RunFolderError when it is no run folder."""
-    folder = read_run_folder(run_dir)
+    folder = read_run_folder(run_dir, cached=True)
     return judge_run_folder(folder, judging or Judging(), generated_at or now())
 
 
@@ -289,7 +289,7 @@ def report(
     # time); what they leave behind is collected once it is back on.
     with no_cycle_collection():
         try:
-            folder = read_run_folder(run_dir)
+            folder = read_run_folder(run_dir, cached=True)
         except RunFolderError as problem:
             log.error("gpuval report: %s", problem)
             return Reported(exit_code("error"), None)

@@ -14,11 +14,13 @@ from __future__ import annotations
 import json
 import re
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from gpuval import parsers
+from gpuval.files.parse_cache import HostCache
 from gpuval.plan.steps import pair_step
 from gpuval.records.base import Diagnostic, ParseResult
 from gpuval.schemas.validation import schema_problems
@@ -330,16 +332,45 @@ def parse_raw(
     return result, diagnostics
 
 
+# Where the classes of what reading a file gives are defined (all that a parse cache may hold).
+CACHED_MODULES = ("gpuval.records", __name__)
+_Read = TypeVar("_Read")
+
+
 @dataclass
 class _Reading:
-    """What reading raw/ found so far."""
+    """What reading raw/ found so far; with `caches`, each file read through its host's parse
+    cache (gpuval.files.parse_cache)."""
 
     files: list[RawFile] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
     refused: list[Diagnostic] = field(default_factory=list)
+    caches: dict[str, HostCache] | None = None
 
     def refuse(self, message: str, source: str) -> None:
         self.refused.append(_error(message, source))
+
+    def cached(self, path: Path, host: str, variant: tuple[str | None, ...],
+               read: Callable[[], _Read]) -> _Read:  # fmt: skip
+        """`read()` of `path` (a file `host_file` allowed), or what it gave last time the
+        same file was read the same way."""
+        if self.caches is None:
+            return read()
+        host_cache = self.caches.get(host)
+        if host_cache is None:
+            run_dir = path.parents[2]
+            host_cache = self.caches[host] = HostCache(run_dir, host, CACHED_MODULES)
+        try:
+            status = path.lstat()
+        except OSError:
+            return read()
+        if not stat.S_ISREG(status.st_mode):
+            return read()
+        found: _Read | None = host_cache.get(path.name, status, variant)
+        if found is None:
+            found = read()
+            host_cache.put(path.name, status, variant, found)
+        return found
 
 
 def _foreign_pair(step: str, host: str) -> str | None:
@@ -354,7 +385,7 @@ def _foreign_pair(step: str, host: str) -> str | None:
 def _read_sidecar_step(run_dir: Path, host: str, path: Path, found: _Reading) -> str | None:
     """One sidecar and the raw output it names; the raw file name it claims, if any."""
     source = path.relative_to(run_dir).as_posix()
-    sidecar, problems = read_sidecar(path, run_dir, host)
+    sidecar, problems = found.cached(path, host, (), lambda: read_sidecar(path, run_dir, host))
     found.diagnostics += problems
     if sidecar is None:
         return None
@@ -381,7 +412,10 @@ def _read_sidecar_step(run_dir: Path, host: str, path: Path, found: _Reading) ->
             )
         found.files.append(RawFile(host, raw_source, sidecar, None))
         return sidecar.raw
-    result, problems = parse_raw(raw_path, raw_source, sidecar.tool)
+    tool = sidecar.tool
+    result, problems = found.cached(
+        raw_path, host, (tool,), lambda: parse_raw(raw_path, raw_source, tool)
+    )
     found.diagnostics += problems
     found.files.append(RawFile(host, raw_source, sidecar, result))
     return sidecar.raw
@@ -405,7 +439,7 @@ def _read_unclaimed(run_dir: Path, host: str, name: str, found: _Reading) -> Non
             source,
         )
     )
-    result, problems = parse_raw(path, source, None)
+    result, problems = found.cached(path, host, (None,), lambda: parse_raw(path, source, None))
     found.diagnostics += problems
     found.files.append(RawFile(host, source, None, result))
 
@@ -439,8 +473,10 @@ def _read_host(run_dir: Path, host: str, found: _Reading) -> None:
             found.refuse(str(refused), f"{RAW_DIR}/{host}/")
 
 
-def read_run_folder(run_dir: Path) -> RunFolder:
-    """Read and parse a whole run folder. Raises RunFolderError only when it is not one."""
+def read_run_folder(run_dir: Path, cached: bool = False) -> RunFolder:
+    """Read and parse a whole run folder; `cached`: each file whose parse cache entry matches
+    is taken from it (`update_parse_cache` fills it). Raises RunFolderError only when it is not
+    one."""
     if not run_dir.exists():
         raise RunFolderError(
             f"{run_dir}: no such folder; pass the run folder that holds raw/ "
@@ -461,7 +497,7 @@ def read_run_folder(run_dir: Path) -> RunFolder:
         raise RunFolderError(
             f"{raw_dir}: cannot list: {exc.strerror or exc}; check its permissions"
         ) from exc
-    found = _Reading(diagnostics=diagnostics)
+    found = _Reading(diagnostics=diagnostics, caches={} if cached else None)
     present: list[str] = []
     for name in names:
         try:
@@ -494,3 +530,19 @@ def read_run_folder(run_dir: Path) -> RunFolder:
         diagnostics=found.diagnostics,
         refused=found.refused,
     )
+
+
+def update_parse_cache(run_dir: Path, host: str) -> None:
+    """Read raw/<host>/ (what is new or changed in it: the rest hits the cache) and keep what it
+    gave in its parse cache, for the next `read_run_folder(cached=True)`. A folder that is not
+    there, or refused, leaves the cache as it was."""
+    try:
+        _check_host(run_dir, host)
+    except RefusedPath:
+        return
+    if not (run_dir / RAW_DIR / host).is_dir():
+        return
+    found = _Reading(caches={})
+    _read_host(run_dir, host, found)
+    for host_cache in found.caches.values() if found.caches else ():
+        host_cache.save()
