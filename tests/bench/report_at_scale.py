@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
+import os
 import subprocess
 import sys
 import tempfile
@@ -154,18 +154,21 @@ for host in sorted(folder.name for folder in (run / "raw").iterdir()):
 
 
 def timed(command: list[str]) -> Measured:
-    """`command` in a child process: wall and CPU time, peak RSS, its last stderr line."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    started = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
-    seconds = time.perf_counter() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    lines = done.stderr.strip().splitlines()
-    # ru_maxrss: kilobytes on Linux, the largest of the children (here the only one)
+    """`command` in a child process: its own wall and CPU time and peak RSS (wait4: that child's
+    figures, not the largest of all children), its last stderr line."""
+    with tempfile.TemporaryFile() as errors:
+        started = time.perf_counter()
+        child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=errors)
+        _, status, usage = os.wait4(child.pid, 0)
+        seconds = time.perf_counter() - started
+        child.returncode = os.waitstatus_to_exitcode(status)
+        errors.seek(0)
+        lines = errors.read().decode(errors="replace").strip().splitlines()
+    # ru_maxrss: kilobytes on Linux
     return Measured(
-        seconds, cpu, after.ru_maxrss / 1024, done.returncode, lines[-1] if lines else ""
-    )
+        seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, child.returncode,
+        lines[-1] if lines else "",
+    )  # fmt: skip
 
 
 def time_report(run: Path, out: Path) -> Measured:
