@@ -5,6 +5,7 @@ beside raw/, never in it."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import pickle
 import shutil
@@ -18,7 +19,8 @@ from gpuval.pipeline import judge
 from gpuval.records.base import Diagnostic
 from gpuval.runfolder import RawFile, RunFolder, read_run_folder, update_parse_cache
 
-SAMPLE = Path(__file__).parents[1] / "data" / "sample-run"
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE = REPO / "tests" / "data" / "sample-run"
 SUITE = Path(__file__).parents[1] / "data" / "device" / "h100-x1-suite-2026-11-23"
 GENERATED_AT = "2026-11-26T00:00:00+00:00"
 
@@ -126,3 +128,21 @@ def test_a_broken_cache_file_is_ignored(tmp_path: Path) -> None:
     for path in (run / parse_cache.CACHE_DIR).iterdir():
         path.write_bytes(b"not a pickle")
     assert read(read_run_folder(run, cached=True)) == read(read_run_folder(run))
+
+
+def test_the_collect_reads_ahead_beside_raw_never_in_it(tmp_path: Path) -> None:
+    spec = importlib.util.spec_from_file_location(
+        "gpuval_collect_action", REPO / "plugins" / "action" / "gpuval_collect.py"
+    )
+    assert spec and spec.loader
+    action = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(action)
+    run = tmp_path / "run"
+    dest = run / "raw" / "dual-gpu-pcie"
+    shutil.copytree(SAMPLE / "raw" / "dual-gpu-pcie", dest)
+    sent = sorted(p.name for p in dest.iterdir())
+    assert action.read_ahead(dest) == []
+    assert sorted(p.name for p in dest.iterdir()) == sent
+    assert [p.name for p in (run / parse_cache.CACHE_DIR).iterdir()] == ["dual-gpu-pcie.pickle"]
+    assert action.read_ahead(tmp_path / "elsewhere") == []  # not a run folder's raw/<host>/
+    assert not (tmp_path / parse_cache.CACHE_DIR).exists()
