@@ -73,6 +73,8 @@ class ActionModule(ActionBase):
             f"{dest}/{name}: the controller's copy kept, the node's is shorter"
             for name in unpacked.kept
         ] + [f"{node_dir}/{problem} (left for a later collect)" for problem in packed["unreadable"]]
+        if unpacked.written:
+            warnings += read_ahead(dest)
         return {
             **result,
             "changed": bool(unpacked.written),
@@ -95,6 +97,20 @@ def held(dest: Path) -> dict[str, list[int]]:
             if stat.S_ISREG(status.st_mode):
                 found[str(path.relative_to(dest))] = [status.st_size, int(status.st_mtime)]
     return found
+
+
+def read_ahead(dest: Path) -> list[str]:
+    """Parse what just arrived in raw/<host>/ into the run's parse cache, so that `gpuval report`
+    finds it read; warnings (never a failure: the report reads what the cache lacks)."""
+    from gpuval.runfolder import RAW_DIR, update_parse_cache
+
+    if dest.parent.name != RAW_DIR:
+        return []
+    try:
+        update_parse_cache(dest.parent.parent, dest.name)
+    except Exception as problem:  # a slower report, never a lost collect
+        return [f"{dest}: not read ahead for the report ({type(problem).__name__}: {problem})"]
+    return []
 
 
 class Unpacked(NamedTuple):

@@ -23,6 +23,10 @@ Exit status (EXIT_CODES): 0 pass or warn; 1 fail; 2 error (bad input, or nothing
 unjudged exit 0, "warn" makes warn exit 1 too (acceptance runs that must be spotless). Bad
 input never shows a traceback: it is one message saying what to do.
 
+Each raw file is taken from the run's parse cache when it matches the file (gpuval.files.
+parse_cache: the collect after every phase fills it), else parsed: a thousand nodes are not
+parsed again by every report, and the verdict is the same either way.
+
 Messages go through `logging` (logger gpuval.pipeline); `report_run` shows them on stderr as
 plain lines, `messages_to` hands them to any other handler.
 """
@@ -95,7 +99,7 @@ def now() -> str:
 def judge(run_dir: Path, judging: Judging | None = None, generated_at: str | None = None
           ) -> RunJudgement:  # fmt: skip
     """Read RUN_DIR and judge it once; RunFolderError when it is no run folder."""
-    folder = read_run_folder(run_dir)
+    folder = read_run_folder(run_dir, cached=True)
     return judge_run_folder(folder, judging or Judging(), generated_at or now())
 
 
@@ -289,7 +293,7 @@ def report(
     # time); what they leave behind is collected once it is back on.
     with no_cycle_collection():
         try:
-            folder = read_run_folder(run_dir)
+            folder = read_run_folder(run_dir, cached=True)
         except RunFolderError as problem:
             log.error("gpuval report: %s", problem)
             return Reported(exit_code("error"), None)

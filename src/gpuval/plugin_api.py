@@ -153,7 +153,7 @@ def judge_pairs(
     from gpuval.evidence import build_evidence, pair_evidence
     from gpuval.runfolder import read_run_folder
 
-    folder = read_run_folder(run_dir)
+    folder = read_run_folder(run_dir, cached=True)
     suite = load_thresholds(thresholds_file)
     analysis = analyse_pairs(
         pair_evidence(folder),

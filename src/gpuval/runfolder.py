@@ -12,14 +12,17 @@ anything else is refused, never read, and the run cannot pass.
 from __future__ import annotations
 
 import json
+import os
 import re
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from gpuval import parsers
 from gpuval.files.atomic import temporary_of
+from gpuval.files.parse_cache import HostCache
 from gpuval.plan.steps import pair_step
 from gpuval.records.base import Diagnostic, ParseResult
 from gpuval.schemas.validation import schema_problems
@@ -100,14 +103,28 @@ class RefusedPath(Exception):
     """A path in raw/ that gpuval must not read (`host_file`); the message says why."""
 
 
-def _check_host(run_dir: Path, host: str) -> Path:
+def _lstat_mode(path: str) -> int | None:
+    """The mode of `path` itself (a link is not followed); None when nothing is there."""
+    try:
+        return os.lstat(path).st_mode
+    except FileNotFoundError:
+        return None
+
+
+# Plain strings and os calls, not pathlib: this runs for each of a thousand nodes' 67,000 files.
+def _host_dir(run_dir: Path, host: str) -> str:
     """raw/<host>, unless its name is not plain or it is a symbolic link (RefusedPath)."""
     if not _plain_name(host):
         raise RefusedPath(f"host folder name {host!a} is not {PLAIN_NAME_RULE}")
-    host_dir = run_dir / RAW_DIR / host
-    if host_dir.is_symlink():
+    host_dir = os.path.join(run_dir, RAW_DIR, host)
+    if (mode := _lstat_mode(host_dir)) is not None and stat.S_ISLNK(mode):
         raise RefusedPath(f"{RAW_DIR}/{host} is a symbolic link; links are never followed")
     return host_dir
+
+
+def _check_host(run_dir: Path, host: str) -> Path:
+    """raw/<host>, unless its name is not plain or it is a symbolic link (RefusedPath)."""
+    return Path(_host_dir(run_dir, host))
 
 
 def host_file(run_dir: Path, host: str, name: str) -> Path | None:
@@ -115,17 +132,16 @@ def host_file(run_dir: Path, host: str, name: str) -> Path | None:
     folder nor the file a symbolic link (so the path cannot leave the host's own folder, and a node
     can be judged on no file but its own); None when there is no regular file by that name.
     Raises RefusedPath otherwise. The one rule for every file read from raw/."""
-    host_dir = _check_host(run_dir, host)
+    host_dir = _host_dir(run_dir, host)
     if not _plain_name(name):
         raise RefusedPath(f"file name {name!a} is not {PLAIN_NAME_RULE}")
-    path = host_dir / name
-    try:
-        mode = path.lstat().st_mode
-    except FileNotFoundError:
+    path = os.path.join(host_dir, name)
+    mode = _lstat_mode(path)
+    if mode is None:
         return None
     if stat.S_ISLNK(mode):
         raise RefusedPath(f"{RAW_DIR}/{host}/{name} is a symbolic link; links are never followed")
-    return path if stat.S_ISREG(mode) else None
+    return Path(path) if stat.S_ISREG(mode) else None
 
 
 @dataclass
@@ -331,16 +347,45 @@ def parse_raw(
     return result, diagnostics
 
 
+# Where the classes of what reading a file gives are defined (all that a parse cache may hold).
+CACHED_MODULES = ("gpuval.records", __name__)
+_Read = TypeVar("_Read")
+
+
 @dataclass
 class _Reading:
-    """What reading raw/ found so far."""
+    """What reading raw/ found so far; with `caches`, each file read through its host's parse
+    cache (gpuval.files.parse_cache)."""
 
     files: list[RawFile] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
     refused: list[Diagnostic] = field(default_factory=list)
+    caches: dict[str, HostCache] | None = None
 
     def refuse(self, message: str, source: str) -> None:
         self.refused.append(_error(message, source))
+
+    def cached(self, path: Path, host: str, variant: tuple[str | None, ...],
+               read: Callable[[], _Read]) -> _Read:  # fmt: skip
+        """`read()` of `path` (a file `host_file` allowed), or what it gave last time the
+        same file was read the same way."""
+        if self.caches is None:
+            return read()
+        host_cache = self.caches.get(host)
+        if host_cache is None:
+            run_dir = path.parents[2]
+            host_cache = self.caches[host] = HostCache(run_dir, host, CACHED_MODULES)
+        try:
+            status = os.lstat(path)
+        except OSError:
+            return read()
+        if not stat.S_ISREG(status.st_mode):
+            return read()
+        found: _Read | None = host_cache.get(path.name, status, variant)
+        if found is None:
+            found = read()
+            host_cache.put(path.name, status, variant, found)
+        return found
 
 
 def _foreign_pair(step: str, host: str) -> str | None:
@@ -355,7 +400,7 @@ def _foreign_pair(step: str, host: str) -> str | None:
 def _read_sidecar_step(run_dir: Path, host: str, path: Path, found: _Reading) -> str | None:
     """One sidecar and the raw output it names; the raw file name it claims, if any."""
     source = path.relative_to(run_dir).as_posix()
-    sidecar, problems = read_sidecar(path, run_dir, host)
+    sidecar, problems = found.cached(path, host, (), lambda: read_sidecar(path, run_dir, host))
     found.diagnostics += problems
     if sidecar is None:
         return None
@@ -382,7 +427,10 @@ def _read_sidecar_step(run_dir: Path, host: str, path: Path, found: _Reading) ->
             )
         found.files.append(RawFile(host, raw_source, sidecar, None))
         return sidecar.raw
-    result, problems = parse_raw(raw_path, raw_source, sidecar.tool)
+    tool = sidecar.tool
+    result, problems = found.cached(
+        raw_path, host, (tool,), lambda: parse_raw(raw_path, raw_source, tool)
+    )
     found.diagnostics += problems
     found.files.append(RawFile(host, raw_source, sidecar, result))
     return sidecar.raw
@@ -406,7 +454,7 @@ def _read_unclaimed(run_dir: Path, host: str, name: str, found: _Reading) -> Non
             source,
         )
     )
-    result, problems = parse_raw(path, source, None)
+    result, problems = found.cached(path, host, (None,), lambda: parse_raw(path, source, None))
     found.diagnostics += problems
     found.files.append(RawFile(host, source, None, result))
 
@@ -446,8 +494,10 @@ def _read_host(run_dir: Path, host: str, found: _Reading) -> None:
             found.refuse(str(refused), f"{RAW_DIR}/{host}/")
 
 
-def read_run_folder(run_dir: Path) -> RunFolder:
-    """Read and parse a whole run folder. Raises RunFolderError only when it is not one."""
+def read_run_folder(run_dir: Path, cached: bool = False) -> RunFolder:
+    """Read and parse a whole run folder; `cached`: each file whose parse cache entry matches
+    is taken from it (`update_parse_cache` fills it). Raises RunFolderError only when it is not
+    one."""
     if not run_dir.exists():
         raise RunFolderError(
             f"{run_dir}: no such folder; pass the run folder that holds raw/ "
@@ -468,7 +518,7 @@ def read_run_folder(run_dir: Path) -> RunFolder:
         raise RunFolderError(
             f"{raw_dir}: cannot list: {exc.strerror or exc}; check its permissions"
         ) from exc
-    found = _Reading(diagnostics=diagnostics)
+    found = _Reading(diagnostics=diagnostics, caches={} if cached else None)
     present: list[str] = []
     for name in names:
         try:
@@ -501,3 +551,19 @@ def read_run_folder(run_dir: Path) -> RunFolder:
         diagnostics=found.diagnostics,
         refused=found.refused,
     )
+
+
+def update_parse_cache(run_dir: Path, host: str) -> None:
+    """Read raw/<host>/ (what is new or changed in it: the rest hits the cache) and keep what it
+    gave in its parse cache, for the next `read_run_folder(cached=True)`. A folder that is not
+    there, or refused, leaves the cache as it was."""
+    try:
+        _check_host(run_dir, host)
+    except RefusedPath:
+        return
+    if not (run_dir / RAW_DIR / host).is_dir():
+        return
+    found = _Reading(caches={})
+    _read_host(run_dir, host, found)
+    for host_cache in found.caches.values() if found.caches else ():
+        host_cache.save()

@@ -15,7 +15,10 @@ size, seven device lines short of an eight-GPU output.
 
 The report runs as `python -m gpuval report RUN --out OUT --quiet`, a child process: its wall
 time, its CPU time and its peak resident memory (getrusage of the children) are printed, never
-asserted (a loaded machine is no failure):
+asserted (a loaded machine is no failure). Twice: cold, every file parsed, as a folder gpuval
+never read; then warm, after every host's files were read ahead into the run's parse cache as
+the collect after each phase does (that reading timed too, in one more child: on a cluster it
+is spread over the phases). The two verdicts must be the same.
 
     python -m tests.bench.report_at_scale               # 1,024 nodes
     python -m tests.bench.report_at_scale --quick       # 128 nodes, to iterate
@@ -26,7 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
+import os
 import subprocess
 import sys
 import tempfile
@@ -139,22 +142,43 @@ class Measured:
     verdict_line: str
 
 
-def time_report(run: Path, out: Path) -> Measured:
-    """`gpuval report` of `run` in a child process: wall and CPU time, peak RSS."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    started = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-m", "gpuval", "report", str(run), "--out", str(out), "--quiet"],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    seconds = time.perf_counter() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    lines = done.stderr.strip().splitlines()
-    # ru_maxrss: kilobytes on Linux, the largest of the children (here the only one)
+# What every collect does for its host (plugins/action/gpuval_collect.py), for all of them.
+READ_AHEAD = """
+import sys
+from pathlib import Path
+from gpuval.runfolder import update_parse_cache
+run = Path(sys.argv[1])
+for host in sorted(folder.name for folder in (run / "raw").iterdir()):
+    update_parse_cache(run, host)
+"""
+
+
+def timed(command: list[str]) -> Measured:
+    """`command` in a child process: its own wall and CPU time and peak RSS (wait4: that child's
+    figures, not the largest of all children), its last stderr line."""
+    with tempfile.TemporaryFile() as errors:
+        started = time.perf_counter()
+        child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=errors)
+        _, status, usage = os.wait4(child.pid, 0)
+        seconds = time.perf_counter() - started
+        child.returncode = os.waitstatus_to_exitcode(status)
+        errors.seek(0)
+        lines = errors.read().decode(errors="replace").strip().splitlines()
+    # ru_maxrss: kilobytes on Linux
     return Measured(
-        seconds, cpu, after.ru_maxrss / 1024, done.returncode, lines[-1] if lines else ""
-    )
+        seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, child.returncode,
+        lines[-1] if lines else "",
+    )  # fmt: skip
+
+
+def time_report(run: Path, out: Path) -> Measured:
+    """`gpuval report` of `run` in a child process."""
+    return timed([sys.executable, "-m", "gpuval", "report", str(run), "--out", str(out), "--quiet"])
+
+
+def figures(measured: Measured) -> str:
+    return (f"{measured.seconds:.1f} s ({measured.cpu_seconds:.1f} s CPU), "
+            f"{measured.peak_mb:.0f} MB peak")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -169,15 +193,28 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="report-at-scale-") as scratch:
         run = args.keep or Path(scratch) / "run"
         files = write_run_folder(run, nodes)
-        measured = time_report(run, Path(scratch) / "out")
-    if measured.exit_status not in (0, 1, 3):  # 2: an error, the report was not written
-        print(f"gpuval report failed (exit {measured.exit_status}): {measured.verdict_line}")
+        cold = time_report(run, Path(scratch) / "cold")
+        read_ahead = timed([sys.executable, "-c", READ_AHEAD, str(run)])
+        warm = time_report(run, Path(scratch) / "warm")
+    for measured in (cold, warm):
+        if measured.exit_status not in (0, 1, 3):  # 2: an error, the report was not written
+            print(f"gpuval report failed (exit {measured.exit_status}): {measured.verdict_line}")
+            return 1
+    print(f"report of {nodes} nodes x {GPUS} GPUs ({files} files) "
+          f"[targets at {NODES} nodes: {TARGET_SECONDS:g} s, {TARGET_MB:g} MB]:\n"
+          f"  cold (every file parsed): {figures(cold)}; {cold.verdict_line}\n"
+          f"  read ahead into the parse cache (the collects' share): {figures(read_ahead)}\n"
+          f"  warm (parse cache filled): {figures(warm)}; {warm.verdict_line}")  # fmt: skip
+    if read_ahead.exit_status != 0 or _verdict(cold) != _verdict(warm):
+        print(f"the parse cache changed the outcome: read ahead exit {read_ahead.exit_status}"
+              f" {read_ahead.verdict_line}")  # fmt: skip
         return 1
-    print(f"report of {nodes} nodes x {GPUS} GPUs ({files} files): {measured.seconds:.1f} s "
-          f"({measured.cpu_seconds:.1f} s CPU), {measured.peak_mb:.0f} MB peak "
-          f"[targets at {NODES} nodes: {TARGET_SECONDS:g} s, {TARGET_MB:g} MB]; "
-          f"{measured.verdict_line}")  # fmt: skip
     return 0
+
+
+def _verdict(measured: Measured) -> str:
+    """The verdict and counts, less the report's path."""
+    return measured.verdict_line.split("; report:")[0]
 
 
 if __name__ == "__main__":

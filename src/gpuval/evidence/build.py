@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
+from functools import cache
 from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
@@ -436,6 +437,10 @@ def _host_health(files: list[ParsedFile]) -> HostHealth:
     )
 
 
+# A thousand nodes declare the same few systems: each name looked up in the catalog once.
+_declared_system = cache(find_system)
+
+
 def _host(
     folder: RunFolder,
     name: str,
@@ -464,7 +469,7 @@ def _host(
         gpu_count=_gpu_count(files, attributed),
         topology=topology,
         detected_system=system,
-        declared_system=find_system(declared.system) if declared.system else None,
+        declared_system=_declared_system(declared.system) if declared.system else None,
         pcie=_pcie(files),
         nvlinks=_nvlinks(files),
         ib_ports=_ib_ports(files),

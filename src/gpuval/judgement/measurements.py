@@ -28,54 +28,47 @@ def _as_dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _nccl_rows(run: ToolRun) -> Iterator[dict[str, Any]]:
+def _nccl_rows(run: ToolRun) -> Iterator[MeasurementRow]:
     record = run.record
     if not isinstance(record, NcclRun):
         return
+    host, file, tool, index = run.host, run.file.path, run.tool, run.index
+    collective, nranks = record.collective, record.nranks
     for row in record.rows:
         for placement, half in (("out_of_place", row.out_of_place), ("in_place", row.in_place)):
             if half is None:
                 continue
-            yield {
-                "collective": record.collective,
-                "nranks": record.nranks,
-                "size_bytes": row.size_bytes,
-                "count": row.count,
-                "dtype": row.dtype,
-                "redop": row.redop,
-                "placement": placement,
-                "time_us": half.time_us,
-                "algbw_gbps": half.algbw_gbps,
-                "busbw_gbps": half.busbw_gbps,
-                "wrong": half.wrong,
-                "line": row.line,
-            }
+            yield MeasurementRow(
+                host, file, tool, index, collective=collective, nranks=nranks,
+                size_bytes=row.size_bytes, count=row.count, dtype=row.dtype, redop=row.redop,
+                placement=placement, time_us=half.time_us, algbw_gbps=half.algbw_gbps,
+                busbw_gbps=half.busbw_gbps, wrong=half.wrong, line=row.line,
+            )  # fmt: skip
 
 
-def _bench_rows(run: ToolRun) -> Iterator[dict[str, Any]]:
+def _bench_rows(run: ToolRun) -> Iterator[MeasurementRow]:
     """all_reduce_bench and gpuval-allreduce-bench (world_size, per-row time and #wrong)."""
     nranks = run.data.get("nranks", run.data.get("world_size"))
     for row in _as_list(run.data.get("rows")):
         row = _as_dict(row)
-        yield {
-            "collective": run.data.get("collective"),
-            "nranks": nranks,
-            "size_bytes": row.get("size_bytes"),
-            "count": row.get("count"),
-            "time_us": row.get("time_us"),
-            "algbw_gbps": row.get("algbw_gbps"),
-            "busbw_gbps": row.get("busbw_gbps"),
-            "wrong": row.get("wrong"),
-            "line": row.get("line"),
-        }
+        yield MeasurementRow(
+            run.host, run.file.path, run.tool, run.index,
+            collective=run.data.get("collective"), nranks=nranks,
+            size_bytes=row.get("size_bytes"), count=row.get("count"),
+            time_us=row.get("time_us"), algbw_gbps=row.get("algbw_gbps"),
+            busbw_gbps=row.get("busbw_gbps"), wrong=row.get("wrong"), line=row.get("line"),
+        )  # fmt: skip
 
 
-def _matrix_rows(run: ToolRun) -> Iterator[dict[str, Any]]:
+def _matrix_rows(run: ToolRun) -> Iterator[MeasurementRow]:
     for metric, matrix in sorted(_as_dict(run.data.get("matrices")).items()):
         unit = "us" if metric.startswith("latency") else "GB/s"
         for src, cells in enumerate(_as_list(matrix)):
             for dst, value in enumerate(_as_list(cells)):
-                yield {"metric": metric, "src": src, "dst": dst, "value": value, "unit": unit}
+                yield MeasurementRow(
+                    run.host, run.file.path, run.tool, run.index,
+                    metric=metric, src=src, dst=dst, value=value, unit=unit,
+                )  # fmt: skip
 
 
 def _label_number(label: Any) -> int | None:
@@ -83,7 +76,7 @@ def _label_number(label: Any) -> int | None:
     return int(text) if text.isdigit() else None
 
 
-def _nvbandwidth_rows(run: ToolRun) -> Iterator[dict[str, Any]]:
+def _nvbandwidth_rows(run: ToolRun) -> Iterator[MeasurementRow]:
     for test in _as_list(run.data.get("tests")):
         test = _as_dict(test)
         for matrix in _as_list(test.get("matrices")):
@@ -94,14 +87,12 @@ def _nvbandwidth_rows(run: ToolRun) -> Iterator[dict[str, Any]]:
             )
             for r, cells in enumerate(_as_list(matrix.get("values"))):
                 for c, value in enumerate(_as_list(cells)):
-                    yield {
-                        "metric": test.get("name"),
-                        "src": _label_number(rows[r] if r < len(rows) else None),
-                        "dst": _label_number(columns[c] if c < len(columns) else None),
-                        "value": value,
-                        "unit": matrix.get("unit"),
-                        "line": matrix.get("line"),
-                    }
+                    yield MeasurementRow(
+                        run.host, run.file.path, run.tool, run.index, metric=test.get("name"),
+                        src=_label_number(rows[r] if r < len(rows) else None),
+                        dst=_label_number(columns[c] if c < len(columns) else None),
+                        value=value, unit=matrix.get("unit"), line=matrix.get("line"),
+                    )  # fmt: skip
 
 
 def _pair_rows(files: list[ParsedFile], tries: list[Try]) -> Iterator[MeasurementRow]:
@@ -125,7 +116,7 @@ def measurement_rows(
     found: list[MeasurementRow] = []
     for run in runs:
         if run.tool in NCCL_TOOLS:
-            rows: Iterator[dict[str, Any]] = _nccl_rows(run)
+            rows: Iterator[MeasurementRow] = _nccl_rows(run)
         elif run.tool in BENCH_TOOLS | COLLECTIVE_BENCH_TOOLS:
             rows = _bench_rows(run)
         elif run.tool in P2P_TOOLS:
@@ -134,8 +125,5 @@ def measurement_rows(
             rows = _nvbandwidth_rows(run)
         else:  # inventory tools describe the hardware; pair tests' numbers are their tries'
             continue
-        found += (
-            MeasurementRow(host=run.host, file=run.file.path, tool=run.tool, run=run.index, **row)
-            for row in rows
-        )
+        found += rows
     return found + list(_pair_rows(files, tries))

@@ -67,10 +67,20 @@ def _what_ran(run: ToolRun) -> tuple[bool, str]:
     return False, str(run.data.get("collective") or "all_reduce")
 
 
-def _peak(expectations: list[Expectation], host: str, subject: str) -> Expectation | None:
-    """The host's (or the cluster's) expectation for `subject`."""
-    return next((e for e in expectations if e.host in (host, CLUSTER) and e.subject == subject),
-                None)  # fmt: skip
+class _Peaks:
+    """The first expectation of each (host, subject), looked up in one step: a thousand nodes
+    have thousands of runs and of expectations."""
+
+    def __init__(self, expectations: list[Expectation]) -> None:
+        self.first: dict[tuple[str, str], tuple[int, Expectation]] = {}
+        for position, expectation in enumerate(expectations):
+            self.first.setdefault((expectation.host, expectation.subject), (position, expectation))
+
+    def peak(self, host: str, subject: str) -> Expectation | None:
+        """The host's (or the cluster's) expectation for `subject`, whichever came first."""
+        found = [f for f in (self.first.get((host, subject)), self.first.get((CLUSTER, subject)))
+                 if f is not None]  # fmt: skip
+        return min(found, key=lambda f: f[0])[1] if found else None
 
 
 def _busbw_cells(run: ToolRun) -> Iterator[tuple[Any, Any]]:
@@ -88,6 +98,7 @@ def busbw_series(
     runs: list[ToolRun], expectations: list[Expectation], min_bytes: int
 ) -> list[BusbwSeries]:
     found = []
+    peaks = _Peaks(expectations)
     for run in (run for run in runs if run.tool in BUSBW_TOOLS):
         points = []
         for size, printed in _busbw_cells(run):
@@ -111,7 +122,7 @@ def busbw_series(
                 busbw_gbps=tuple(p[1] for p in points),
                 key=f"internode {key}" if multinode else key,
                 large_message_gbps=judged.sample.busbw_gbps if judged else None,
-                peak=_peak(expectations, run.host, f"{scope} {collective}"),
+                peak=peaks.peak(run.host, f"{scope} {collective}"),
             )
         )
     return found

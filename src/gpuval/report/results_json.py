@@ -66,6 +66,10 @@ def results_document(judgement: RunJudgement) -> dict[str, Any]:
 RESULTS_FILE = "results.json"
 
 
+# json.dumps(sort_keys=True) makes a new encoder at every call: one for the ~100,000 entries.
+_ENTRY = json.JSONEncoder(sort_keys=True)
+
+
 def _laid_out(value: Any, depth: int = 0) -> str:
     """JSON text of `value`, sorted keys: objects open one member per line and arrays one entry
     per line, each entry on a single line (objects with other keys than text too, as json writes
@@ -77,9 +81,9 @@ def _laid_out(value: Any, depth: int = 0) -> str:
             f"{inner}{json.dumps(key)}: {_laid_out(value[key], depth + 1)}" for key in sorted(value)
         )
     elif isinstance(value, list) and value:
-        members = (f"{inner}{json.dumps(entry, sort_keys=True)}" for entry in value)
+        members = (f"{inner}{_ENTRY.encode(entry)}" for entry in value)
     else:
-        return json.dumps(value, sort_keys=True)
+        return _ENTRY.encode(value)
     opening, closing = ("{", "}") if isinstance(value, dict) else ("[", "]")
     return opening + "\n" + ",\n".join(members) + "\n" + "  " * depth + closing
 

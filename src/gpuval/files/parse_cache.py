@@ -1,0 +1,130 @@
+"""What was read from a host's files, kept on the controller so that a run folder of a thousand
+nodes is not parsed again by every `gpuval report`.
+
+The collect after every phase reads the files that just arrived (and only those: the others
+hit the cache), so the report finds them read. One cache file per host, RUN_DIR/parse-cache/
+<host>.pickle: beside raw/, never in it, since the nodes send what lands in raw/ and nothing of
+theirs may be trusted. An entry is used only when everything matches:
+- the file's identity as the controller sees it (inode, size, modification and change time in
+  nanoseconds): a file rewritten, replaced or copied elsewhere is read again (the change time
+  cannot be set back by anyone, whatever the node's modification time says);
+- what it was read as (the sidecar's tool hint, for a raw output);
+- the code that read it: gpuval's version and a digest of its Python and schema files, so an
+  edited parser never serves its old results.
+A cache file that cannot be read, is of another code, or names any class outside the allowed
+modules (a cache copied in from elsewhere: unpickling runs no code of its choosing) is ignored
+whole, and everything is read again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import logging
+import os
+import pickle
+import stat
+from dataclasses import is_dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from gpuval import __version__
+from gpuval.files.atomic import OutputError, write_output
+
+CACHE_DIR = "parse-cache"
+CACHE_SUFFIX = ".pickle"
+PACKAGE = Path(__file__).resolve().parents[1]  # the gpuval package folder
+
+# file identity: inode, size, modification and change time (ns)
+FileIdentity = tuple[int, int, int, int]
+# file name -> (its identity, what it was read as, what reading it gave)
+Entries = dict[str, tuple[FileIdentity, tuple[str | None, ...], Any]]
+
+_log = logging.getLogger(__name__)
+
+
+def identity(status: os.stat_result) -> FileIdentity:
+    return (status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns)
+
+
+@cache
+def code_digest() -> str:
+    """gpuval's version and a digest of every Python and JSON file of the package."""
+    digest = hashlib.sha256()
+    for path in sorted(PACKAGE.rglob("*")):
+        if path.suffix in (".py", ".json") and path.is_file():
+            digest.update(path.relative_to(PACKAGE).as_posix().encode())
+            digest.update(path.read_bytes())
+    return f"{__version__}:{digest.hexdigest()}"
+
+
+class _AllowedUnpickler(pickle.Unpickler):
+    """Builds the dataclasses defined in the allowed modules and plain containers, nothing
+    else."""
+
+    def __init__(self, data: bytes, allowed: tuple[str, ...]) -> None:
+        super().__init__(io.BytesIO(data))
+        self.allowed = allowed
+
+    def find_class(self, module: str, name: str) -> Any:
+        if module in self.allowed or module.startswith(tuple(f"{m}." for m in self.allowed)):
+            found = super().find_class(module, name)
+            # a record class of that module, not whatever else its namespace holds
+            if isinstance(found, type) and is_dataclass(found) and found.__module__ == module:
+                return found
+        raise pickle.UnpicklingError(f"{module}.{name} is not allowed in a parse cache")
+
+
+class HostCache:
+    """One host's cache: the entries found valid on load; those used or added, saved."""
+
+    def __init__(self, run_dir: Path, host: str, allowed: tuple[str, ...]) -> None:
+        self.path = run_dir / CACHE_DIR / f"{host}{CACHE_SUFFIX}"
+        self.found: Entries = self._load(allowed)
+        self.kept: Entries = {}
+        self.changed = False
+
+    def _load(self, allowed: tuple[str, ...]) -> Entries:
+        try:
+            status = self.path.lstat()
+            if not stat.S_ISREG(status.st_mode):
+                return {}
+            document = _AllowedUnpickler(self.path.read_bytes(), allowed).load()
+        except FileNotFoundError:
+            return {}
+        except Exception as problem:  # any broken or foreign file: read everything again
+            _log.warning("%s: ignored, everything is read again (%s)", self.path, problem)
+            return {}
+        if not isinstance(document, dict) or document.get("code") != code_digest():
+            return {}
+        entries = document.get("entries")
+        return entries if isinstance(entries, dict) else {}
+
+    def get(self, name: str, status: os.stat_result, variant: tuple[str | None, ...]) -> Any:
+        """What reading `name` gave, when its identity and variant match; else None."""
+        entry = self.found.get(name)
+        if entry is None or entry[0] != identity(status) or entry[1] != variant:
+            return None
+        self.kept[name] = entry
+        return entry[2]
+
+    def put(self, name: str, status: os.stat_result, variant: tuple[str | None, ...],
+            value: Any) -> None:  # fmt: skip
+        """`value` as what reading `name` gave, `status` taken before it was read."""
+        self.kept[name] = (identity(status), variant, value)
+        self.changed = True
+
+    def save(self) -> None:
+        """The entries used or added (a file gone is dropped), when any was added or dropped;
+        a cache that cannot be written is only a slower next report."""
+        if not self.changed and len(self.kept) == len(self.found):
+            return
+        document = {"code": code_digest(), "entries": self.kept}
+        with contextlib.suppress(OSError):
+            self.path.parent.mkdir(exist_ok=True)
+        try:
+            write_output(self.path, pickle.dumps(document, protocol=pickle.HIGHEST_PROTOCOL))
+        except OutputError as problem:
+            _log.warning("parse cache not written: %s", problem)

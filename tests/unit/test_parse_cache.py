@@ -1,0 +1,148 @@
+"""The controller's parse cache (gpuval.files.parse_cache): a run read through it is the run read
+from its files, verdict included; an entry serves only the file it was made from, read by the
+code that made it; a cache from elsewhere runs nothing and is ignored; the collect fills it
+beside raw/, never in it."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import pickle
+import shutil
+from pathlib import Path
+
+import pytest
+
+from gpuval import parsers
+from gpuval.files import parse_cache
+from gpuval.pipeline import judge
+from gpuval.records.base import Diagnostic
+from gpuval.runfolder import RawFile, RunFolder, read_run_folder, update_parse_cache
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE = REPO / "tests" / "data" / "sample-run"
+SUITE = Path(__file__).parents[1] / "data" / "device" / "h100-x1-suite-2026-11-23"
+GENERATED_AT = "2026-11-26T00:00:00+00:00"
+
+
+def copied(source: Path, tmp_path: Path) -> Path:
+    run = tmp_path / "run"
+    shutil.copytree(source, run)
+    return run
+
+
+def fill(run: Path) -> None:
+    for host in sorted(p.name for p in (run / "raw").iterdir()):
+        update_parse_cache(run, host)
+
+
+def read(folder: RunFolder) -> tuple[list[RawFile], list[Diagnostic], list[Diagnostic]]:
+    return folder.files, folder.diagnostics, folder.refused
+
+
+@pytest.mark.parametrize("source", [SAMPLE, SUITE], ids=["sample-run", "h100-suite"])
+def test_a_run_read_through_the_cache_is_the_run_read_from_its_files(
+    source: Path, tmp_path: Path
+) -> None:
+    run = copied(source, tmp_path)
+    cold = read_run_folder(run)
+    fill(run)
+    assert sorted(p.name for p in (run / parse_cache.CACHE_DIR).iterdir()) == sorted(
+        f"{p.name}{parse_cache.CACHE_SUFFIX}" for p in (run / "raw").iterdir()
+    )
+    assert read(read_run_folder(run, cached=True)) == read(cold)
+
+
+def test_the_verdict_is_the_same_cold_and_warm(tmp_path: Path) -> None:
+    run = copied(SUITE, tmp_path)
+    cold = judge(run, generated_at=GENERATED_AT)
+    fill(run)
+    warm = judge(run, generated_at=GENERATED_AT)
+    assert (warm.verdict, warm.checks) == (cold.verdict, cold.checks)
+
+
+def test_a_warm_read_parses_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run = copied(SAMPLE, tmp_path)
+    fill(run)
+    cold = read_run_folder(run)
+
+    def no_parsing(*_: object, **__: object) -> None:
+        raise AssertionError("parsed although cached")
+
+    monkeypatch.setattr(parsers, "parse_text", no_parsing)
+    assert read(read_run_folder(run, cached=True)) == read(cold)
+
+
+def test_a_file_rewritten_with_its_old_size_and_time_is_read_again(tmp_path: Path) -> None:
+    run = copied(SAMPLE, tmp_path)
+    fill(run)
+    topo = run / "raw" / "dual-gpu-pcie" / "nvidia-smi-topo.txt"
+    before = topo.stat()
+    # the same size and modification time (what a node can send), other content
+    topo.write_bytes(b"x" * before.st_size)
+    os.utime(topo, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert read(read_run_folder(run, cached=True)) == read(read_run_folder(run))
+
+
+def test_a_cache_of_other_code_is_ignored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run = copied(SAMPLE, tmp_path)
+    fill(run)
+    monkeypatch.setattr(parse_cache, "code_digest", lambda: "0.0.0:edited parsers")
+
+    def no_parsing(*_: object, **__: object) -> None:
+        raise RuntimeError("parsed")
+
+    monkeypatch.setattr(parsers, "parse_text", no_parsing)
+    crashed = [
+        d for d in read_run_folder(run, cached=True).diagnostics if "parser crashed" in d.message
+    ]
+    assert crashed  # every file parsed again (here by a parser that crashes)
+
+
+class _Planted:
+    """What a foreign cache file could make unpickling call."""
+
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        return (os.system, ("touch planted",))
+
+
+def test_a_cache_naming_anything_but_records_runs_nothing_and_is_ignored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = copied(SAMPLE, tmp_path)
+    fill(run)
+    monkeypatch.chdir(tmp_path)
+    for path in (run / parse_cache.CACHE_DIR).iterdir():
+        document = pickle.loads(path.read_bytes())
+        document["entries"] = {
+            name: (*entry[:2], _Planted()) for name, entry in document["entries"].items()
+        }
+        path.write_bytes(pickle.dumps(document))
+    assert read(read_run_folder(run, cached=True)) == read(read_run_folder(run))
+    assert not (tmp_path / "planted").exists()
+
+
+def test_a_broken_cache_file_is_ignored(tmp_path: Path) -> None:
+    run = copied(SAMPLE, tmp_path)
+    fill(run)
+    for path in (run / parse_cache.CACHE_DIR).iterdir():
+        path.write_bytes(b"not a pickle")
+    assert read(read_run_folder(run, cached=True)) == read(read_run_folder(run))
+
+
+def test_the_collect_reads_ahead_beside_raw_never_in_it(tmp_path: Path) -> None:
+    spec = importlib.util.spec_from_file_location(
+        "gpuval_collect_action", REPO / "plugins" / "action" / "gpuval_collect.py"
+    )
+    assert spec and spec.loader
+    action = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(action)
+    run = tmp_path / "run"
+    dest = run / "raw" / "dual-gpu-pcie"
+    shutil.copytree(SAMPLE / "raw" / "dual-gpu-pcie", dest)
+    sent = sorted(p.name for p in dest.iterdir())
+    assert action.read_ahead(dest) == []
+    assert sorted(p.name for p in dest.iterdir()) == sent
+    assert [p.name for p in (run / parse_cache.CACHE_DIR).iterdir()] == ["dual-gpu-pcie.pickle"]
+    assert action.read_ahead(tmp_path / "elsewhere") == []  # not a run folder's raw/<host>/
+    assert not (tmp_path / parse_cache.CACHE_DIR).exists()
