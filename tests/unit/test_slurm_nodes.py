@@ -17,6 +17,7 @@ from gpuval.slurm.nodes import (
 )
 
 OUTPUTS = Path(__file__).parents[1] / "data" / "slurm"
+SINFO_GPU1 = (OUTPUTS / "sinfo-N-json-23.02.json").read_text()
 RECORDED_22_05 = [
     "scontrol-show-nodes-oneliner-22.05.txt",
     "scontrol-show-nodes-22.05.txt",
@@ -97,7 +98,13 @@ def test_gres_gpu_count(gres: str, gpus: int) -> None:
         ('{"nodes": [{"name": "a"}]}', "no key 'nodes[0].state'"),
         ('{"nodes": [{"name": "a", "state": 3}]}', "'nodes[0].state' is neither"),
         ('{"meta": {}}', "no key 'nodes' (nor 'sinfo')"),
-        ('{"sinfo": [{"nodes": {}}]}', "no key 'nodes' in sinfo[0]"),
+        ('{"sinfo": [{"nodes": {}}]}', "no key 'sinfo[0].nodes.nodes'"),
+        ('{"sinfo": [3]}', "key 'sinfo[0]' is not an object"),
+        (SINFO_GPU1.replace('"gres": {', '"gres": "gpu:8", "x": {'), "'sinfo[0].gres' is not an"),
+        (SINFO_GPU1.replace('"partition": {', '"partition": 3, "x": {'),
+         "'sinfo[0].partition' is not an object"),
+        (SINFO_GPU1.replace('"hostnames": [', '"hostnames": [3'),
+         "'sinfo[0].nodes.hostnames' is not a list of strings"),
         ('{"errors": [{"error": "Unable to contact slurm controller"}], "nodes": []}',
          "Slurm reports an error"),
         ("NodeName=gpu1 Arch=x86_64\n", "node 1 has no State= field"),

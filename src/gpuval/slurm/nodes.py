@@ -98,29 +98,47 @@ def _node_from_json(entry: Any, source: str, key: str) -> SlurmNode:
     )
 
 
+def _object(value: Any, source: str, key: str) -> dict[str, Any]:
+    """`value` when it is a JSON object; else an error naming the key."""
+    if not isinstance(value, dict):
+        raise SlurmOutputError(f"{source}: key {key!r} is not an object")
+    return value
+
+
+def _strings(value: Any, source: str, key: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise SlurmOutputError(f"{source}: key {key!r} is not a list of strings")
+    return value
+
+
 def _nodes_of_sinfo_entry(entry: Any, source: str, key: str) -> list[SlurmNode]:
     """sinfo --json of 23.02+: one entry per group of alike nodes (per node with -N)."""
-    try:
-        names = entry["nodes"]["nodes"]
-        states = entry["node"]["state"]
-    except (KeyError, TypeError) as missing:
-        raise SlurmOutputError(f"{source}: no key {missing} in {key}") from None
-    addresses, hostnames = (
-        entry["nodes"].get("addresses") or [],
-        entry["nodes"].get("hostnames") or [],
-    )
-    features = entry.get("features") or {}
-    gres = entry.get("gres") or {}
-    partition = (entry.get("partition") or {}).get("name", "")
+    entry = _object(entry, source, key)
+    nodes_field = _object(entry.get("nodes"), source, f"{key}.nodes")
+    if "nodes" not in nodes_field:
+        raise SlurmOutputError(f"{source}: no key '{key}.nodes.nodes'")
+    node_field = _object(entry.get("node"), source, f"{key}.node")
+    if "state" not in node_field:
+        raise SlurmOutputError(f"{source}: no key '{key}.node.state'")
+    states = tuple(s.upper() for s in _words(node_field["state"], source, f"{key}.node.state"))
+    addresses = _strings(nodes_field.get("addresses") or [], source, f"{key}.nodes.addresses")
+    hostnames = _strings(nodes_field.get("hostnames") or [], source, f"{key}.nodes.hostnames")
+    features = _object(entry.get("features") or {}, source, f"{key}.features")
+    gres = _object(entry.get("gres") or {}, source, f"{key}.gres")
+    partition = _text(_object(entry.get("partition") or {}, source, f"{key}.partition"), "name",
+                      source, f"{key}.partition")  # fmt: skip
+    total_gres = gres.get("total", "")
+    if not isinstance(total_gres, (str, int)):
+        raise SlurmOutputError(f"{source}: key '{key}.gres.total' is not a string")
     nodes = []
-    for index, name in enumerate(_words(names, source, f"{key}.nodes.nodes")):
+    for index, name in enumerate(_words(nodes_field["nodes"], source, f"{key}.nodes.nodes")):
         nodes.append(
             SlurmNode(
                 name=name,
                 address=addresses[index] if index < len(addresses) else name,
                 hostname=hostnames[index] if index < len(hostnames) else name,
-                states=tuple(s.upper() for s in _words(states, source, f"{key}.node.state")),
-                gpus=gres_gpus(str(gres.get("total", ""))),
+                states=states,
+                gpus=gres_gpus(str(total_gres)),
                 features=_words(features.get("total", ""), source, f"{key}.features.total"),
                 partitions=(partition,) if partition else (),
                 reason=_text(entry, "reason", source, key),
