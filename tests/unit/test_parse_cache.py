@@ -146,3 +146,11 @@ def test_the_collect_reads_ahead_beside_raw_never_in_it(tmp_path: Path) -> None:
     assert [p.name for p in (run / parse_cache.CACHE_DIR).iterdir()] == ["dual-gpu-pcie.pickle"]
     assert action.read_ahead(tmp_path / "elsewhere") == []  # not a run folder's raw/<host>/
     assert not (tmp_path / parse_cache.CACHE_DIR).exists()
+
+
+def test_nccl_tests_runs_are_cached_too(tmp_path: Path) -> None:
+    # Their halves share one empty `extra` mapping: it must pickle (a MappingProxyType did not,
+    # and every host with an nccl-tests log went uncached).
+    run = copied(SAMPLE, tmp_path)
+    update_parse_cache(run, "lambda-4xh100")
+    assert (run / parse_cache.CACHE_DIR / f"lambda-4xh100{parse_cache.CACHE_SUFFIX}").is_file()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any, Literal
 
 Level = Literal["warning", "error"]
@@ -94,7 +93,7 @@ def to_jsonable(value: Any) -> Any:
         converter = _CONVERTERS[kind] = _dataclass_converter(kind)
     if converter is not None:
         return converter(value)
-    if isinstance(value, (dict, MappingProxyType)):  # read-only: shared empty defaults
+    if isinstance(value, dict):
         return {k: v if type(v) in _LEAF_TYPES else to_jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [v if type(v) in _LEAF_TYPES else to_jsonable(v) for v in value]

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 
 # The collectives nccl-tests and rccl-tests name in `# Collective test starting: X_perf`.
 COLLECTIVES = (
@@ -23,9 +22,10 @@ COLLECTIVES = (
     "scatter",
 )
 
-# The `extra` of every half that has no extra columns: one shared read-only mapping, where a
-# dict per half was the largest part of a parsed log (two halves per row).
-NO_EXTRA: Mapping[str, float | None] = MappingProxyType({})
+# The `extra` of every half that has no extra columns: one shared empty mapping, where a dict
+# per half was the largest part of a parsed log (two halves per row). Read-only by its type
+# (Mapping); a plain dict so that the parse cache can pickle it (a MappingProxyType cannot be).
+NO_EXTRA: Mapping[str, float | None] = {}
 
 
 def _no_extra() -> Mapping[str, float | None]:
