@@ -77,12 +77,15 @@ class ActionModule(ActionBase):
                 plan = steps.RunPlan.from_variables(self._plan_variables(task_vars, args["hosts"]))
             except ValueError as problem:
                 return {**result, "failed": True, "msg": str(problem)}
-            result["expected"] = steps.expected_steps(args["hosts"], plan, args["phases"])
-            result["config"] = plan.to_variables()
             try:
-                result["declared"] = self._declared(task_vars, args["hosts"])
+                declared = self._declared(task_vars, args["hosts"])
             except ValueError as problem:
                 return {**result, "failed": True, "msg": str(problem)}
+            racks = {host: str(values["nvl_domain"]) for host, values in declared.items()
+                     if values.get("nvl_domain")}  # fmt: skip
+            result["expected"] = steps.expected_steps(args["hosts"], plan, args["phases"], racks)
+            result["config"] = plan.to_variables()
+            result["declared"] = declared
         return result
 
     def _declared(self, task_vars: dict[str, Any], hosts: list[str]) -> dict[str, Any]:

@@ -123,6 +123,27 @@ def test_expected_steps_follow_the_plan_and_the_phases_run() -> None:
         expected_steps(["a"], RunPlan(), ["install"])
 
 
+def test_declared_racks_expect_their_rack_tests_where_bench_internode_runs_them() -> None:
+    # Two racks of two trays, a rack of one and an undeclared host, in inventory order: the rack
+    # test on the first tray of each rack with two or more, the network-only test across racks
+    # on the first rack's first tray; a rack test that never ran then fails as missing.
+    racks = {"t1": "rack-a", "t2": "rack-b", "t3": "rack-a", "t4": "rack-b", "t5": "rack-c"}
+    hosts = ["t0", "t1", "t2", "t3", "t4", "t5"]
+    expected = expected_steps(hosts, RunPlan(), ["internode"], racks)
+    internode = [f"internode-nccl-{c}" for c in steps.COLLECTIVES]
+    assert expected == {
+        "t0": internode,
+        "t1": ["rack-nccl-all_reduce", "xrack-nccl-all_reduce"],
+        "t2": ["rack-nccl-all_reduce"],
+        "t3": [], "t4": [], "t5": [],
+    }  # fmt: skip
+    one_rack = expected_steps(["t1", "t3"], RunPlan(), ["internode"], racks)
+    assert one_rack == {"t1": [*internode, "rack-nccl-all_reduce"], "t3": []}
+    assert expected_steps(["t1", "t3"], RunPlan(), ["preflight"], racks) == {
+        "t1": list(steps.PREFLIGHT_STEPS), "t3": list(steps.PREFLIGHT_STEPS),
+    }  # fmt: skip
+
+
 def test_plan_variables_refuse_a_string_for_a_list() -> None:
     with pytest.raises(ValueError, match="bench_intranode_collectives must be a list"):
         RunPlan.from_variables({"bench_intranode_collectives": "all_reduce"})

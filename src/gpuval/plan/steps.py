@@ -328,6 +328,7 @@ class RunPlan:
     intranode_collectives: tuple[str, ...] = COLLECTIVES
     intranode_p2p: bool = True
     internode_collectives: tuple[str, ...] = COLLECTIVES
+    rack_collectives: tuple[str, ...] = ("all_reduce",)
     pairs_mode: str = "auto"  # auto | all-pairs | staged (pairs_mode_for)
     pairs_iperf3: bool = True
     pairs_allreduce: str = "auto"  # auto | required | false
@@ -361,6 +362,7 @@ PLAN_VARIABLES = {
     "intranode_collectives": "bench_intranode_collectives",
     "intranode_p2p": "bench_intranode_p2p",
     "internode_collectives": "bench_internode_collectives",
+    "rack_collectives": "bench_internode_rack_collectives",
     "pairs_mode": "bench_pairs_mode",
     "pairs_iperf3": "bench_pairs_iperf3",
     "pairs_allreduce": "bench_pairs_allreduce",
@@ -407,12 +409,31 @@ def _truth(value: Any) -> bool:
     return bool(value)
 
 
+def _expect_rack_tests(
+    expected: dict[str, list[str]], hosts: Sequence[str], plan: RunPlan, racks: Mapping[str, str]
+) -> None:
+    """The two NVL72 rack tests, on the hosts bench_internode runs them from (inventory order)."""
+    members: dict[str, list[str]] = {}
+    for host in hosts:
+        if racks.get(host):
+            members.setdefault(racks[host], []).append(host)
+    for rack_hosts in members.values():
+        if len(rack_hosts) > 1:
+            expected[rack_hosts[0]] += [rack_nccl(c) for c in plan.rack_collectives]
+    heads = [rack_hosts[0] for rack_hosts in members.values()]
+    if len(heads) > 1:
+        expected[heads[0]] += [across_racks_nccl(c) for c in plan.rack_collectives]
+
+
 # Phases whose steps run.json can list in advance (the others leave no step of their own).
 PLANNED_PHASES = ("preflight", "health", "intranode", "internode", "pairs")
 
 
 def expected_steps(
-    hosts: Sequence[str], plan: RunPlan, phases: Iterable[str] = PLANNED_PHASES
+    hosts: Sequence[str],
+    plan: RunPlan,
+    phases: Iterable[str] = PLANNED_PHASES,
+    racks: Mapping[str, str] | None = None,
 ) -> dict[str, list[str]]:
     """Per host, the steps it must leave a sidecar for, so a step that never ran fails closed.
 
@@ -424,7 +445,10 @@ def expected_steps(
     health phase: its passive probes before and after the benchmarks, and with a health_level
     the GEMM burn and DCGM diagnostics (each recorded as skipped where the node cannot run it);
     nvbandwidth is left out, as it runs only at the levels that ask for it and with a binary
-    built."""
+    built. With `racks` (host -> its declared NVL72 rack, gpuval_nvl_domain): the rack test on
+    the first host of each rack of two hosts or more, and the network-only test across racks
+    on the first rack's first host when there are two racks or more, as bench_internode runs
+    them."""
     wanted = set(phases)
     unknown = wanted - set(PLANNED_PHASES)
     if unknown:
@@ -446,6 +470,7 @@ def expected_steps(
     }
     if hosts and "internode" in wanted:
         expected[hosts[0]] += [internode_nccl(c) for c in plan.internode_collectives]
+        _expect_rack_tests(expected, hosts, plan, racks or {})
     all_pairs = pairs_mode_for(plan.pairs_mode, len(hosts)) == "all-pairs"
     if "pairs" not in wanted or not all_pairs or len(hosts) < 2:
         return expected
