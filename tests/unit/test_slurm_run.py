@@ -227,3 +227,18 @@ def test_an_inventory_of_another_kind_is_refused(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "with --slurm, -i names a slurm inventory file" in done.stderr
     assert fake_sbatch.calls(tmp_path) == []
+
+
+@pytest.mark.parametrize("nodes", ["x-y", "0", "4-2", "2-", "-4", "2,4"])
+def test_a_node_count_sbatch_cannot_take_is_a_usage_error_before_slurm_is_asked(
+    nodes: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        build_parser().parse_args(["run", "--slurm", "gpu", "--nodes", nodes])
+    assert stopped.value.code == 2
+    assert "a node count N or a range MIN-MAX" in capsys.readouterr().err
+
+
+def test_a_node_count_or_range_is_taken_as_given() -> None:
+    for nodes in ("4", "2-16", "1-1"):
+        assert build_parser().parse_args(["run", "--slurm", "gpu", "--nodes", nodes]).nodes == nodes

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 from collections.abc import Callable
 
 from gpuval.files.slugs import slug
@@ -57,3 +58,16 @@ def positive_number(text: str) -> float:
     if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(f"{text!r} is not allowed: a finite number above 0")
     return value
+
+
+_NODE_COUNT = re.compile(r"[1-9][0-9]*(?:-[1-9][0-9]*)?")
+
+
+def node_count(text: str) -> str:
+    """An argparse type: sbatch's --nodes, N or MIN-MAX, each at least 1 and MIN <= MAX."""
+    low, _, high = text.partition("-")
+    if not _NODE_COUNT.fullmatch(text) or (high and int(high) < int(low)):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not allowed: a node count N or a range MIN-MAX (e.g. 2-16), from 1"
+        )
+    return text

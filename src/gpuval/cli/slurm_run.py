@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gpuval.cli.options import positive_number
+from gpuval.cli.options import node_count, positive_number
 from gpuval.cli.slurm import EXIT_ERROR, EXIT_OK, add_reason_prefix, drain_run
 from gpuval.slurm import batch
 
@@ -49,7 +49,7 @@ def add_slurm_run_options(run: argparse.ArgumentParser) -> None:
         f"{batch.STOP_NOTICE_S // 60} min to stop and report)",
     )  # fmt: skip
     slurm.add_argument(
-        "--nodes", metavar="N|MIN-MAX",
+        "--nodes", type=node_count, metavar="N|MIN-MAX",
         help="nodes the job asks for (default: 1 to all the partition's nodes in service; Slurm "
         "starts it on those idle then)",
     )  # fmt: skip
