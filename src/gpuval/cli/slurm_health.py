@@ -13,9 +13,8 @@ import time
 from pathlib import Path
 
 from gpuval.cli.slurm import add_reason_prefix, apply_actions
-from gpuval.plan.health_probes import ProbePaths
+from gpuval.plan.health_probes import DEFAULT_BUDGET_S, PROBE_SHARE, ProbePaths
 from gpuval.slurm import scontrol
-from gpuval.slurm.node_health import DEFAULT_BUDGET_S, PROBE_SHARE
 from gpuval.slurm.nodes import SlurmOutputError
 
 EXIT_PASS, EXIT_FAIL, EXIT_UNJUDGED = 0, 1, 3

@@ -15,6 +15,12 @@ from typing import Any
 
 from gpuval.plan import steps
 
+# Slurm's health-check program (gpuval node-health) runs these probes within a budget; the
+# probes get PROBE_SHARE of it, the rest is for judging and scontrol (judging took about 2 s on
+# a loaded 2-core VM).
+DEFAULT_BUDGET_S = 60.0
+PROBE_SHARE = 2 / 3
+
 # The kernel log since boot. journald first (its times carry their UTC offset). Where journald
 # holds no kernel message (containers, minimal VMs) it prints "-- No entries --" or "No journal
 # files were found." and may still exit 0: its output decides, not its status. Then dmesg's ISO

@@ -40,14 +40,12 @@ from gpuval.checks.model import Check, Status, at_least_as_bad, worst
 from gpuval.files.atomic import write_json
 from gpuval.judgement import Judging, judge_run_folder
 from gpuval.judgement.model import RunJudgement
-from gpuval.plan.health_probes import HealthProbe, ProbePaths, health_probes
+from gpuval.plan.health_probes import PROBE_SHARE, HealthProbe, ProbePaths, health_probes
 from gpuval.plan.steps import AFTER_SUFFIX, HEALTH_PHASE, after_step
 from gpuval.runfolder import read_run_folder
 from gpuval.slurm import drain
 from gpuval.slurm.nodes import SlurmNode
 
-DEFAULT_BUDGET_S = 60.0
-PROBE_SHARE = 2 / 3  # of the budget, for the probes; judging took about 2 s on a loaded 2-core VM
 SIDECAR_SCHEMA_VERSION = 1
 # Where system tools (lspci, ofed_info) live when slurmd's PATH lacks them.
 SBIN = ("/usr/local/sbin", "/usr/sbin", "/sbin")
