@@ -25,7 +25,7 @@ description:
   - With the inventory variable C(gpuval_launcher=slurm), ranks on several nodes start as a job
     step of the Slurm allocation C(gpuval_slurm_jobid) (C(srun --overlap --mpi=pmix), see
     C(gpuval.plan.mpirun.srun_command)), each host as its C(gpuval_slurm_node); a host outside
-    the allocation (C(gpuval_slurm_allocated), when set) makes the step skipped: not tested.
+    the allocation (C(gpuval_slurm_allocated), when set) makes the step skipped, not tested.
 options:
   hosts:
     description: Inventory names of the hosts the ranks run on (C(localhost) for the node itself).
