@@ -118,6 +118,10 @@ def steps_run(slurm: tuple[SlurmCluster, Path]) -> tuple[subprocess.CompletedPro
     output = cluster.node("node1").root / STEP_OUTPUT
     sidecar = json.loads(output.with_suffix(".meta.json").read_text())
     record(f"the srun step's command: {sidecar['command']}")
+    pair = json.loads(
+        (cluster.node("node1").root / PAIR_OUTPUT).with_suffix(".meta.json").read_text()
+    )
+    record(f"a pair step's command: {pair['command']}")
     return done, output.with_suffix(".txt").read_text()
 
 

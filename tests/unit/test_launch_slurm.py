@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from tests.unit.test_launch import CONTRACT as MPIRUN_CONTRACT
 
 from gpuval.plan.mpirun import (
     LaunchError,
@@ -17,17 +18,9 @@ from gpuval.plan.mpirun import (
     srun_command,
 )
 
+# The mpirun tests' contract, with Open MPI's transport among mpirun's options.
 CONTRACT: dict[str, Any] = {
-    "mpirun": "/opt/hpcx/ompi/bin/mpirun",
-    "args": ["--allow-run-as-root", "--bind-to", "none", "--mca", "btl", "tcp,self",
-             "--mca", "btl_tcp_if_include", "ib0"],
-    "env": {
-        "NCCL_SOCKET_IFNAME": "ib0",
-        "NCCL_IB_HCA": "mlx5_0,mlx5_1",
-        "LD_LIBRARY_PATH": "/opt/nccl/lib",
-    },
-    "export": ["PATH"],
-    "addresses": {"node1": "10.0.0.11", "node2": "10.0.0.12"},
+    **MPIRUN_CONTRACT, "args": [*MPIRUN_CONTRACT["args"], "--mca", "btl", "tcp,self"]
 }  # fmt: skip
 ALLOCATION = SlurmSteps(job_id="4242", nodes={"node1": "gpu001", "node2": "gpu002"})
 
@@ -53,8 +46,8 @@ def test_the_ranks_get_the_contract_environment_and_open_mpis_options_as_variabl
         # Whole, comma and all: srun passes its environment (--export=ALL), not NAME=value.
         "NCCL_IB_HCA": "mlx5_0,mlx5_1",
         "LD_LIBRARY_PATH": "/opt/nccl/lib",
-        "OMPI_MCA_btl": "tcp,self",
         "OMPI_MCA_btl_tcp_if_include": "ib0",
+        "OMPI_MCA_btl": "tcp,self",
         "NCCL_DEBUG": "INFO",
     }
     # The same NCCL environment as mpirun gives its ranks.
