@@ -44,13 +44,15 @@ CONTROLLER_HOST = "slurmctl"
 PARTITION = "gpu"
 # libpmix2: srun --mpi=pmix and slurmd load it (only suggested by the plugins package).
 HOST_PACKAGES = ("slurmd", "slurm-client", "munge", "libpmix2")
-# Controller-side programs, with the Debian package of each.
+# Controller-side programs (the daemons, and the clients gpuval and the tests run there), with
+# the Debian package of each.
 CONTROLLER_PROGRAMS = {
     "slurmctld": "slurmctld",
     "munged": "munge",
     "scontrol": "slurm-client",
-    "srun": "slurm-client",
+    "sinfo": "slurm-client",
     "salloc": "slurm-client",
+    "scancel": "slurm-client",
 }
 # The nodes claim more CPUs than the machine has (SlurmdParameters=config_overrides): a pair
 # step's ranks and the concurrent steps of a round must fit in one node's CPUs.
