@@ -38,13 +38,24 @@ GPUS = 4
 HAND_REASON = "disk replacement, ticket 4711"
 STEP_OUTPUT = "var/tmp/gpuval-e2e/slurm-ranks"
 PAIR_OUTPUT = "var/tmp/gpuval-e2e/slurm-pair.txt"
+PREFLIGHT_OUTPUT = "var/tmp/gpuval-e2e/mpi-preflight.txt"
+PREFLIGHT_SOURCE = REPO / "src" / "gpuval" / "nodebench" / "mpi_preflight.c"
 
 
 @pytest.fixture(scope="module")
 def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SlurmCluster, Path]]:
     work = tmp_path_factory.mktemp("e2e-slurm")
-    with slurm_cluster(len(NODES), "e2e-slurm", gpus_per_node=GPUS) as cluster:
+    # The MPI preflight program, built on the controller against the Open MPI the nodes get.
+    preflight = work / "mpi_preflight"
+    subprocess.run(["mpicc", "-O2", "-o", str(preflight), str(PREFLIGHT_SOURCE)], check=True)
+    with slurm_cluster(
+        len(NODES), "e2e-slurm", gpus_per_node=GPUS, extra_packages=("libopenmpi3",)
+    ) as cluster:
         record(f"Slurm on {len(NODES)} simulated hosts: up in {cluster.start_seconds:.1f} s")
+        for name in NODES:
+            target = cluster.node(name).root / "opt/gpuval-e2e"
+            target.mkdir(parents=True, exist_ok=True)
+            shutil.copy(preflight, target / "mpi_preflight")
         try:
             yield cluster, work
         finally:
@@ -177,6 +188,20 @@ def test_a_step_across_the_nodes_runs_as_an_srun_step_of_gpuvals_allocation(
     assert "JobState=CANCELLED" in state and "JobName=gpuval-e2e" in state, state
 
 
+def test_the_mpi_preflight_passes_across_the_nodes_under_srun(
+    slurm: tuple[SlurmCluster, Path], steps_run: tuple[subprocess.CompletedProcess[str], str]
+) -> None:
+    cluster, _ = slurm
+    output = (cluster.node("node1").root / PREFLIGHT_OUTPUT).read_text()
+    lines = output.splitlines()
+    ranks = sorted(line for line in lines if " rank " in line and "FAILED" not in line)
+    assert ranks == [
+        f"gpuval-mpi-preflight rank {rank}/3 host node{rank + 1}" for rank in range(3)
+    ], output
+    assert "gpuval-mpi-preflight alltoall pairs 6 bad 0" in lines, output
+    assert not [line for line in lines if "FAILED" in line], output
+
+
 def test_the_pairs_of_a_round_run_as_concurrent_steps(
     slurm: tuple[SlurmCluster, Path], steps_run: tuple[subprocess.CompletedProcess[str], str]
 ) -> None:
@@ -187,9 +212,10 @@ def test_the_pairs_of_a_round_run_as_concurrent_steps(
         launcher: (cluster.node(launcher).root / PAIR_OUTPUT).read_text().strip()
         for launcher in ("node1", "node3")
     }
-    # Steps 1 and 2 of the allocation, in either order, each met the other's rank on node1.
-    assert re.fullmatch(rf"step {job}\.[12] met node3's", met["node1"]), met
-    assert re.fullmatch(rf"step {job}\.[12] met node1's", met["node3"]), met
+    # Two steps of the allocation (after the ranks' and the preflight's), each met the other's
+    # rank on node1.
+    assert re.fullmatch(rf"step {job}\.[23] met node3's", met["node1"]), met
+    assert re.fullmatch(rf"step {job}\.[23] met node1's", met["node3"]), met
     assert met["node1"].split()[1] != met["node3"].split()[1]
 
 

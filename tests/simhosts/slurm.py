@@ -156,10 +156,10 @@ def gres_conf(gpus: int) -> str:
     return f"Name=gpu File=/dev/nvidia[0-{gpus - 1}]\n"
 
 
-def _apt(host: Host, proxy: str, *arguments: str) -> str:
+def _apt(host: Host, proxy: str, packages: Sequence[str], *arguments: str) -> str:
     script = (
         f"export DEBIAN_FRONTEND=noninteractive http_proxy={proxy}; "
-        f"apt-get {' '.join(arguments)} --no-install-recommends {' '.join(HOST_PACKAGES)}"
+        f"apt-get {' '.join(arguments)} --no-install-recommends {' '.join(packages)}"
     )
     result = subprocess.run(
         ["nsenter", "-t", str(host.init_pid), "-m", "-u", "-n", "-p", "-r", "-w",
@@ -168,24 +168,24 @@ def _apt(host: Host, proxy: str, *arguments: str) -> str:
     )  # fmt: skip
     if result.returncode != 0:
         raise SimHostsError(
-            f"apt-get {' '.join(arguments)} {', '.join(HOST_PACKAGES)} on {host.name} failed "
+            f"apt-get {' '.join(arguments)} {', '.join(packages)} on {host.name} failed "
             f"(through the cluster's proxy, {proxy}): {result.stdout[-2000:]}"
             f"{result.stderr[-2000:]}"
         )
     return result.stdout
 
 
-def _slurm_layer(host: Host, image: str, proxy: str) -> Path:
+def _slurm_layer(host: Host, image: str, proxy: str, packages: Sequence[str]) -> Path:
     """The files of the Slurm packages (and the dependencies the image lacks), extracted once
     per image into the image cache: a host gets them by a copy, where `apt-get install` on each
     host took 80 s for three under load (measured), and apt's own start is seconds more."""
-    key = hashlib.sha256(repr(HOST_PACKAGES).encode()).hexdigest()[:8]
+    key = hashlib.sha256(repr(sorted(packages)).encode()).hexdigest()[:8]
     layer = package_cache().parent / f"{Path(image).name}-slurm-{key}"
     if layer.is_dir():
         return layer
-    simulated = _apt(host, proxy, "install", "--simulate")
+    simulated = _apt(host, proxy, packages, "install", "--simulate")
     versions = sorted(re.findall(r"^Inst (\S+) \((\S+)", simulated, re.MULTILINE))
-    _apt(host, proxy, "install", "--download-only", "--yes", "--quiet")
+    _apt(host, proxy, packages, "install", "--download-only", "--yes", "--quiet")
     archives = host.root / "var/cache/apt/archives"
     building = Path(tempfile.mkdtemp(prefix=layer.name + ".", dir=layer.parent))
     for name, version in versions:
@@ -313,7 +313,9 @@ def require_slurm() -> None:
         )
 
 
-def start_slurm(cluster: Cluster, gpus_per_node: int) -> SlurmCluster:
+def start_slurm(
+    cluster: Cluster, gpus_per_node: int, extra_packages: Sequence[str] = ()
+) -> SlurmCluster:
     """Slurm on a running cluster whose last host is `slurmctl`: the others are its nodes."""
     require_slurm()
     started = time.monotonic()
@@ -323,7 +325,8 @@ def start_slurm(cluster: Cluster, gpus_per_node: int) -> SlurmCluster:
     _write(directory / "munge.key", secrets.token_bytes(1024), 0o400)
     _write(directory / "slurm.conf", slurm_conf(cluster, nodes, directory, gpus_per_node))
     _write(directory / "gres.conf", gres_conf(gpus_per_node))
-    layer = _slurm_layer(nodes[0], cluster.image, cluster.proxy_url)
+    packages = sorted({*HOST_PACKAGES, *extra_packages})
+    layer = _slurm_layer(nodes[0], cluster.image, cluster.proxy_url, packages)
     for host in nodes:
         _install_layer(host, layer)
     logging.info("slurm: packages on %d hosts in %.1f s", len(nodes), time.monotonic() - started)
@@ -338,9 +341,12 @@ def start_slurm(cluster: Cluster, gpus_per_node: int) -> SlurmCluster:
 
 
 @contextmanager
-def slurm_cluster(count: int, name: str, *, gpus_per_node: int = 4) -> Iterator[SlurmCluster]:
+def slurm_cluster(
+    count: int, name: str, *, gpus_per_node: int = 4, extra_packages: Sequence[str] = ()
+) -> Iterator[SlurmCluster]:
     """`count` simulated hosts node1..nodeN, each a Slurm node of the partition `gpu`, with a
-    controller; torn down however the block ends."""
+    controller; torn down however the block ends. `extra_packages`: Debian packages the nodes
+    get too (their files, the same way as Slurm's)."""
     names = [f"node{number}" for number in range(1, count + 1)]
     with simulated_hosts(count + 1, name, host_names=[*names, CONTROLLER_HOST]) as cluster:
-        yield start_slurm(cluster, gpus_per_node)
+        yield start_slurm(cluster, gpus_per_node, extra_packages)
