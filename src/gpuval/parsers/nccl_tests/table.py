@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 from gpuval.parsers.text import parse_int, parse_number, quoted
 from gpuval.records.nccl import NcclHalf, NcclRow
@@ -50,6 +50,7 @@ class Layout:
         return classic, tuple((name, index) for name, index in at.items() if name not in classic)
 
 
+@lru_cache(maxsize=256)  # one layout object for all the runs of a log, places read once
 def with_scale(layout: Layout, scale: float) -> Layout:
     return Layout(layout.keys, layout.halves, layout.metrics, layout.timestamp, scale,
                   layout.inferred)  # fmt: skip
