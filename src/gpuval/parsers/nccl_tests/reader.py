@@ -377,8 +377,8 @@ class TextReader:
         if problem or row is None:
             self.result.warn(f"row not recorded: {problem}: {quoted(' '.join(tokens))}", number)
             return
-        row.line = number
-        builder.run.rows.append(row)
+        row.numbers[3] = number  # the line
+        builder.run.rows.append_numbers(row.numbers, row.texts, builder.layout.table[0])
 
     def _flush_partial(self) -> None:
         builder = self.current
