@@ -271,6 +271,11 @@ class NcclTable(Sequence["NcclRow"]):
 
     def __setstate__(self, state: tuple[Any, ...]) -> None:
         layout, numbers, texts, kept = state
+        if layout is not None:  # the one object of its kind, as every table made here shares
+            halves, extra = layout.halves, layout.extra
+            if not set(halves) <= set(HALVES) or not all(type(e) is str for e in extra):
+                raise ValueError("nccl-tests table of unknown columns")
+            layout = table_layout(tuple(halves), tuple(extra))
         self.layout, self.numbers, self.texts, self.kept = layout, array("d"), list(texts), kept
         self.numbers.frombytes(numbers)
         width = layout.width if layout is not None else 0
