@@ -10,7 +10,7 @@ pair analysis, the thresholds, the report pipeline), so a move of those is fixed
 - `preflight_facts` / `version_problems`: the facts later roles need, read from preflight
   probe outputs by gpuval's parsers, and the cross-host version rule;
 - `capture_module` / `sibling_module`: the name of a node-side module (capture, pack) beside a
-  running action.
+  running action, and `capture_on_node`: one gpuval_capture call of an action's steps.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -35,6 +35,30 @@ VERDICT_OF_EXIT_CODE = {1: "fail", 2: "error", 3: "unjudged"}
 def capture_module(resolved_action: str | None) -> str:
     """gpuval_capture from the same place as the running action."""
     return sibling_module(resolved_action, CAPTURE_MODULE)
+
+
+def capture_on_node(
+    execute_module: Callable[..., dict[str, Any]],
+    resolved_action: str | None,
+    task_vars: dict[str, Any] | None,
+    options: Mapping[str, Any],
+    phase: str,
+    probes: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """Run `probes` on the node in one gpuval_capture call, with the running action's own
+    `dest`, `host` and `timeout` options: `execute_module` is the action's `_execute_module`,
+    `resolved_action` its task's `resolved_action` (which says where gpuval_capture is)."""
+    return execute_module(
+        module_name=capture_module(resolved_action),
+        module_args={
+            "dest": options["dest"],
+            "host": options["host"],
+            "phase": phase,
+            "timeout": options["timeout"],
+            "steps": probes,
+        },
+        task_vars=task_vars,
+    )
 
 
 def sibling_module(resolved_action: str | None, module: str) -> str:
