@@ -10,7 +10,9 @@ pair analysis, the thresholds, the report pipeline), so a move of those is fixed
 - `preflight_facts` / `version_problems`: the facts later roles need, read from preflight
   probe outputs by gpuval's parsers, and the cross-host version rule;
 - `capture_module` / `sibling_module`: the name of a node-side module (capture, pack) beside a
-  running action, and `capture_on_node`: one gpuval_capture call of an action's steps.
+  running action, and `capture_on_node`: one gpuval_capture call of an action's steps;
+- `add_inventory_hosts`: the hosts an inventory plugin (slurm, lambda_cloud) found, into the
+  inventory.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -69,6 +71,25 @@ def sibling_module(resolved_action: str | None, module: str) -> str:
     if len(parts) == 3 and parts[0] != "ansible":
         return f"{parts[0]}.{parts[1]}.{module}"
     return module
+
+
+# ------------------------------------------------------------------ inventory plugins
+
+
+def add_inventory_hosts(plugin: Any, hosts: Iterable[tuple[str, Mapping[str, Any]]]) -> None:
+    """Put each (host name, its variables) into an inventory plugin's group (its `group`
+    option) with those variables, then apply its `constructed` options (compose, groups,
+    keyed_groups) to them, as every inventory plugin of gpuval (slurm, lambda_cloud) does."""
+    group = plugin.get_option("group")
+    strict = plugin.get_option("strict")
+    plugin.inventory.add_group(group)
+    for host, variables in hosts:
+        plugin.inventory.add_host(host, group=group)
+        for name, value in variables.items():
+            plugin.inventory.set_variable(host, name, value)
+        plugin._set_composite_vars(plugin.get_option("compose"), variables, host, strict)
+        plugin._add_host_to_composed_groups(plugin.get_option("groups"), variables, host, strict)
+        plugin._add_host_to_keyed_groups(plugin.get_option("keyed_groups"), variables, host, strict)
 
 
 # ------------------------------------------------------------------ pair tests between rounds
