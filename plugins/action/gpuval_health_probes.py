@@ -64,7 +64,7 @@ class ActionModule(ActionBase):
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         from gpuval.plan.health_probes import ProbePaths, capture_steps
-        from gpuval.plugin_api import capture_module
+        from gpuval.plugin_api import capture_on_node
 
         result: dict[str, Any] = super().run(tmp, task_vars)
         _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
@@ -73,16 +73,9 @@ class ActionModule(ActionBase):
             args["kernel_log_command"] or "",
         )  # fmt: skip
         skip = {str(name): str(why) for name, why in args["skip"].items()}
-        captured = self._execute_module(
-            module_name=capture_module(self._task.resolved_action),
-            module_args={
-                "dest": args["dest"],
-                "host": args["host"],
-                "phase": "health",
-                "timeout": args["timeout"],
-                "steps": capture_steps(args["stage"], paths, skip),
-            },
-            task_vars=task_vars,
+        probes = capture_steps(args["stage"], paths, skip)
+        captured = capture_on_node(
+            self._execute_module, self._task.resolved_action, task_vars, args, "health", probes
         )
         # Read-only queries: the files are this run's record, not a change to the node.
         return {**result, **captured, "changed": False}

@@ -24,6 +24,9 @@ description:
     launches O(count) instances named C(<name_prefix>-<run id>-<n>), waits until they are
     active and answer on ssh, and writes C(<run_dir>/lambda/inventory.yml). A launch that
     fails half-way terminates what it launched before failing.
+  - O(state=described) asks the API nothing and needs no key; it returns what the name of
+    O(instance_type) says (RV(type_gpus)), for what must be known before the plan (the run's
+    predicted duration).
   - O(state=absent) terminates the run's live instances (the ids of the state file and any
     live instance named like the run's), records the cost in C(lambda/cost.json) and in the
     C(cloud) section of C(run.json). In check mode it only lists them.
@@ -35,7 +38,7 @@ options:
   state:
     description: What to do.
     type: str
-    choices: [planned, present, absent]
+    choices: [planned, present, absent, described]
     default: present
   api_key:
     description:
@@ -181,6 +184,12 @@ cost:
   description: What the run cost (per started minute from launch to termination).
   returned: state absent
   type: dict
+type_gpus:
+  description: GPUs per instance as the name of O(instance_type) says (C(gpu_8x_h100_sxm5) has
+    8); 0 for a name of another form.
+  returned: state described
+  type: int
+  sample: 8
 seconds_left:
   description: Seconds left of the run's time-to-live (the instances' watchdog arms with it).
   returned: state present
@@ -188,7 +197,7 @@ seconds_left:
 outcome_file:
   description: The key-free record of this answer in the run folder (C(lambda/plan.json),
     C(lambda/launch.json) or C(lambda/teardown.json)), for playbooks whose task is C(no_log).
-  returned: always
+  returned: in every state but described
   type: str
 error:
   description: What went wrong, in words; also in msg.
@@ -197,7 +206,7 @@ error:
 """
 
 ARGUMENT_SPEC: dict[str, Any] = {
-    "state": {"choices": ["planned", "present", "absent"], "default": "present"},
+    "state": {"choices": ["planned", "present", "absent", "described"], "default": "present"},
     "api_key": {"type": "str", "no_log": True, "fallback": (env_fallback, ["LAMBDA_API_KEY"])},
     "api_url": {"type": "str", "fallback": (env_fallback, ["GPUVAL_LAMBDA_API_URL"])},
     "run_dir": {"type": "path", "required": True},
@@ -233,7 +242,7 @@ class ActionModule(ActionBase):
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         from gpuval.cloud.cost import PlanRefused
-        from gpuval.cloud.lambda_api import LambdaApiError
+        from gpuval.cloud.lambda_api import LambdaApiError, gpus_of_type_name
         from gpuval.cloud.provision import ProvisionError
         from gpuval.cloud.state import StateError
         from gpuval.files.atomic import OutputError, write_json
@@ -244,8 +253,11 @@ class ActionModule(ActionBase):
             required_if=[
                 ("state", "planned", LAUNCH_OPTIONS),
                 ("state", "present", LAUNCH_OPTIONS),
+                ("state", "described", ["instance_type"]),
             ],
         )
+        if params["state"] == "described":
+            return {"changed": False, "type_gpus": gpus_of_type_name(params["instance_type"])}
         check_mode = bool(self._task.check_mode)
         run_dir = Path(params["run_dir"]).resolve()
         result: dict[str, Any] = {"changed": False, "check_mode": check_mode}

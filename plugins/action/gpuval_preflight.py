@@ -59,7 +59,7 @@ class ActionModule(ActionBase):
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         from gpuval.plugin_api import (
-            capture_module,
+            capture_on_node,
             host_problems,
             preflight_facts,
             preflight_probes,
@@ -70,16 +70,8 @@ class ActionModule(ActionBase):
         probes = preflight_probes(
             args["cuda_home"], args["nccl_home"], args["nvcc_dirs"], args["nccl_headers"]
         )
-        captured = self._execute_module(
-            module_name=capture_module(self._task.resolved_action),
-            module_args={
-                "dest": args["dest"],
-                "host": args["host"],
-                "phase": "preflight",
-                "timeout": args["timeout"],
-                "steps": probes,
-            },
-            task_vars=task_vars,
+        captured = capture_on_node(
+            self._execute_module, self._task.resolved_action, task_vars, args, "preflight", probes
         )
         if captured.get("failed"):
             return {**result, **captured}

@@ -94,11 +94,13 @@ class InventoryModule(BaseInventoryPlugin, Constructable):  # type: ignore[misc]
         self._read_config_data(path)
         try:
             from gpuval.cloud.lambda_api import (
+                Instance,
                 LambdaApiError,
                 LambdaCloud,
                 api_key_from_environment,
             )
             from gpuval.cloud.provision import host_variables
+            from gpuval.plugin_api import add_inventory_hosts
         except ImportError as problem:
             raise AnsibleParserError(
                 f"{path}: cannot import gpuval ({problem}): run Ansible from the Python that has "
@@ -112,23 +114,16 @@ class InventoryModule(BaseInventoryPlugin, Constructable):  # type: ignore[misc]
         prefix = self.get_option("name_prefix")
         regions = set(self.get_option("regions"))
         types = set(self.get_option("instance_types"))
-        group = self.get_option("group")
-        strict = self.get_option("strict")
-        self.inventory.add_group(group)
-        for instance in instances:
+
+        def wanted(instance: Instance) -> bool:
             kind = instance.instance_type.name if instance.instance_type else None
-            if (
-                instance.status != "active"
-                or not instance.name.startswith(prefix)
-                or (regions and instance.region not in regions)
-                or (types and kind not in types)
-            ):
-                continue
-            host = instance.name or instance.id
-            self.inventory.add_host(host, group=group)
-            variables = host_variables(instance)
-            for name, value in variables.items():
-                self.inventory.set_variable(host, name, value)
-            self._set_composite_vars(self.get_option("compose"), variables, host, strict=strict)
-            self._add_host_to_composed_groups(self.get_option("groups"), variables, host, strict)
-            self._add_host_to_keyed_groups(self.get_option("keyed_groups"), variables, host, strict)
+            return (
+                instance.status == "active"
+                and instance.name.startswith(prefix)
+                and (not regions or instance.region in regions)
+                and (not types or kind in types)
+            )
+
+        add_inventory_hosts(
+            self, ((i.name or i.id, host_variables(i)) for i in instances if wanted(i))
+        )

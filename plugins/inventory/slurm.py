@@ -5,6 +5,7 @@ nodes (thin: reading and parsing scontrol's output is gpuval.slurm's)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from ansible.errors import AnsibleParserError
@@ -80,6 +81,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable):  # type: ignore[misc]
         super().parse(inventory, loader, path, cache)
         self._read_config_data(path)
         try:
+            from gpuval.plugin_api import add_inventory_hosts
             from gpuval.slurm.nodes import SlurmOutputError, host_variables
             from gpuval.slurm.scontrol import NodeQuery, SlurmCommandError, query_nodes
         except ImportError as problem:
@@ -98,27 +100,18 @@ class InventoryModule(BaseInventoryPlugin, Constructable):  # type: ignore[misc]
             raise AnsibleParserError(f"{path}: {problem}") from None
         wanted = set(self.get_option("features"))
         include_unavailable = self.get_option("include_unavailable")
-        group = self.get_option("group")
-        strict = self.get_option("strict")
-        self.inventory.add_group(group)
-        for node in nodes:
-            if not wanted.issubset(node.features):
-                continue
-            if not node.available and not include_unavailable:
-                self.display.warning(
-                    f"slurm inventory: {node.name} left out, {'+'.join(node.states)}"
-                    + (f" ({node.reason})" if node.reason else "")
-                    + "; include_unavailable: true keeps it"
-                )
-                continue
-            self.inventory.add_host(node.name, group=group)
-            variables = host_variables(node)
-            for name, value in variables.items():
-                self.inventory.set_variable(node.name, name, value)
-            self._set_composite_vars(self.get_option("compose"), variables, node.name, strict)
-            self._add_host_to_composed_groups(
-                self.get_option("groups"), variables, node.name, strict
-            )
-            self._add_host_to_keyed_groups(
-                self.get_option("keyed_groups"), variables, node.name, strict
-            )
+
+        def kept() -> Iterator[tuple[str, dict[str, Any]]]:
+            for node in nodes:
+                if not wanted.issubset(node.features):
+                    continue
+                if not node.available and not include_unavailable:
+                    self.display.warning(
+                        f"slurm inventory: {node.name} left out, {'+'.join(node.states)}"
+                        + (f" ({node.reason})" if node.reason else "")
+                        + "; include_unavailable: true keeps it"
+                    )
+                    continue
+                yield node.name, host_variables(node)
+
+        add_inventory_hosts(self, kept())

@@ -10,7 +10,9 @@ pair analysis, the thresholds, the report pipeline), so a move of those is fixed
 - `preflight_facts` / `version_problems`: the facts later roles need, read from preflight
   probe outputs by gpuval's parsers, and the cross-host version rule;
 - `capture_module` / `sibling_module`: the name of a node-side module (capture, pack) beside a
-  running action.
+  running action, and `capture_on_node`: one gpuval_capture call of an action's steps;
+- `add_inventory_hosts`: the hosts an inventory plugin (slurm, lambda_cloud) found, into the
+  inventory.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -37,6 +39,30 @@ def capture_module(resolved_action: str | None) -> str:
     return sibling_module(resolved_action, CAPTURE_MODULE)
 
 
+def capture_on_node(
+    execute_module: Callable[..., dict[str, Any]],
+    resolved_action: str | None,
+    task_vars: dict[str, Any] | None,
+    options: Mapping[str, Any],
+    phase: str,
+    probes: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """Run `probes` on the node in one gpuval_capture call, with the running action's own
+    `dest`, `host` and `timeout` options: `execute_module` is the action's `_execute_module`,
+    `resolved_action` its task's `resolved_action` (which says where gpuval_capture is)."""
+    return execute_module(
+        module_name=capture_module(resolved_action),
+        module_args={
+            "dest": options["dest"],
+            "host": options["host"],
+            "phase": phase,
+            "timeout": options["timeout"],
+            "steps": probes,
+        },
+        task_vars=task_vars,
+    )
+
+
 def sibling_module(resolved_action: str | None, module: str) -> str:
     """A node-side module of gpuval from the same place as the running action: the
     collection's FQCN when the action came from a collection (gpuval.cluster.gpuval_mpirun),
@@ -45,6 +71,25 @@ def sibling_module(resolved_action: str | None, module: str) -> str:
     if len(parts) == 3 and parts[0] != "ansible":
         return f"{parts[0]}.{parts[1]}.{module}"
     return module
+
+
+# ------------------------------------------------------------------ inventory plugins
+
+
+def add_inventory_hosts(plugin: Any, hosts: Iterable[tuple[str, Mapping[str, Any]]]) -> None:
+    """Put each (host name, its variables) into an inventory plugin's group (its `group`
+    option) with those variables, then apply its `constructed` options (compose, groups,
+    keyed_groups) to them, as every inventory plugin of gpuval (slurm, lambda_cloud) does."""
+    group = plugin.get_option("group")
+    strict = plugin.get_option("strict")
+    plugin.inventory.add_group(group)
+    for host, variables in hosts:
+        plugin.inventory.add_host(host, group=group)
+        for name, value in variables.items():
+            plugin.inventory.set_variable(host, name, value)
+        plugin._set_composite_vars(plugin.get_option("compose"), variables, host, strict)
+        plugin._add_host_to_composed_groups(plugin.get_option("groups"), variables, host, strict)
+        plugin._add_host_to_keyed_groups(plugin.get_option("keyed_groups"), variables, host, strict)
 
 
 # ------------------------------------------------------------------ pair tests between rounds

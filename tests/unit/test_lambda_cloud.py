@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from tests.action_plugins import run_action
 from tests.fake_lambda_api import FakeLambdaCloud, FakeType, Machine
 
 from gpuval.cloud import guard
@@ -29,6 +30,7 @@ from gpuval.cloud.lambda_api import (
     CODE_UNREACHABLE,
     LambdaApiError,
     LambdaCloud,
+    gpus_of_type_name,
 )
 from gpuval.cloud.provision import (
     ProvisionError,
@@ -397,3 +399,34 @@ def test_the_time_to_live_is_the_prediction_with_a_quarter_more_and_the_launch_w
     assert time_to_live_hours(288, 1200, 600) == 0.6  # 360 + 1800 s: exactly 0.6 h
     with pytest.raises(PlanRefused, match="set lambda_cloud_hours"):
         time_to_live_hours(0, 1200, 600)
+
+
+@pytest.mark.parametrize(
+    ("name", "gpus"),
+    [
+        # The API reference's examples (https://docs-api.lambda.ai/api/cloud; the instance of
+        # GET /instances as transcribed in https://raw.githubusercontent.com/api-evangelist/
+        # lambda/refs/heads/main/openapi/lambda-cloud-api-openapi.yml)
+        (H100_8X, 8),
+        ("gpu_1x_a100_sxm4", 1),
+        # Launched by users (https://github.com/karpathy/nanochat/discussions/617), and the
+        # types the fake API and the examples of this repository offer
+        ("gpu_8x_a100_80gb_sxm4", 8),
+        ("gpu_8x_h100_sxm5", 8),
+        ("gpu_4x_h100_sxm5", 4),
+        ("gpu_1x_a10", 1),
+        # Not of Lambda's form: no count said
+        ("", 0),
+        ("8x_h100", 0),
+        ("gpu_h100_sxm5", 0),
+    ],
+)
+def test_the_gpus_of_an_instance_type_are_read_from_its_name(name: str, gpus: int) -> None:
+    assert gpus_of_type_name(name) == gpus
+
+
+def test_gpuval_lambda_describes_a_type_without_a_key_or_the_api(tmp_path: Path) -> None:
+    args = {"state": "described", "run_dir": str(tmp_path), "instance_type": H100_8X}
+    described = run_action("gpuval_lambda", args, {})
+    assert described.result == {"changed": False, "type_gpus": 8}
+    assert described.node_calls == [] and list(tmp_path.iterdir()) == []

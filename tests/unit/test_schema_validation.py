@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.run_folders import write_step
+from tests.run_folders import iperf3_pair_steps, write_iperf3_try, write_run_json, write_step
 
 from gpuval.judgement import RunJudgement
 from gpuval.pipeline import judge
@@ -77,6 +77,48 @@ def test_results_json_refuses_a_document_its_schema_refuses(
     monkeypatch.setattr("gpuval.report.results_json.results_document", lambda _: broken)
     with pytest.raises(SchemaError, match=r"verdict: 'maybe' is not one of"):
         results_json(sample_judgement)
+
+
+@pytest.fixture(scope="module")
+def pair_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """results.json of three hosts' iperf3 pairs at 14.5 Gbit/s: every pair table has rows."""
+    run = tmp_path_factory.mktemp("pairs")
+    hosts = ["n1", "n2", "n3"]
+    expected: dict[str, list[str]] = {host: [] for host in hosts}
+    for client, src, dst, name in iperf3_pair_steps(hosts):
+        expected[client].append(name)
+        write_iperf3_try(run, client, name, dst if src == client else src, 14.5, src != client)
+    write_run_json(run, "pairs", hosts, expected=expected)
+    return results_document(judge(run, generated_at="2026-01-01T00:00:00Z"))
+
+
+def test_the_pair_tables_kept_in_their_own_schema_file_match(
+    pair_results: dict[str, Any],
+) -> None:
+    assert all(pair_results["pairs"][table] for table in ("tries", "pairs", "nodes"))
+    assert schema_problems(pair_results, "results") == []
+
+
+@pytest.mark.parametrize(
+    ("table", "key", "value", "message"),
+    [
+        # pair_kind, defined in results-pairs.schema.json
+        ("nodes", "kind", "bogus", "'bogus' is not one of ['iperf3', 'allreduce', 'nccl', 'rdma']"),
+        # status, which results-pairs.schema.json takes from results.schema.json
+        ("pairs", "status", "maybe", "'maybe' is not one of"),
+        ("tries", "round", -1, "-1 is less than the minimum of 0"),
+    ],
+)
+def test_a_pair_row_its_own_schema_file_refuses_is_refused_by_both_validators(
+    pair_results: dict[str, Any], table: str, key: str, value: Any, message: str
+) -> None:
+    document = copy.deepcopy(pair_results)
+    document["pairs"][table][0][key] = value
+    path = f"pairs/{table}/0/{key}"
+    with pytest.raises(SchemaError, match=f"^results: 1 violation\\(s\\):\n  {path}: "):
+        validate(document, "results")
+    (slow_path,) = validator("results").iter_errors(document)
+    assert slow_path.message.startswith(message)
 
 
 # JSON values as json.loads gives them (NaN and infinities too: against `minimum` the compiled

@@ -15,15 +15,21 @@ REPO = Path(__file__).parents[2]
 OUTPUTS = REPO / "tests" / "data" / "slurm"
 
 
-def listed(tmp_path: Path, config: str, json_file: str | None = None) -> dict[str, object]:
+def ansible_inventory(
+    tmp_path: Path, config: str, json_file: str | None = None
+) -> subprocess.CompletedProcess[str]:
     source = tmp_path / "cluster.slurm.yml"
     source.write_text(f"plugin: slurm\n{config}")
     environment = fake_scontrol.install(tmp_path, OUTPUTS, json_file)
     environment |= {"ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "PYTHONPATH": str(REPO / "src")}
-    done = subprocess.run(
+    return subprocess.run(
         [str(Path(sys.executable).parent / "ansible-inventory"), "-i", str(source), "--list"],
         cwd=REPO, env=environment, capture_output=True, text=True, check=False,
     )  # fmt: skip
+
+
+def listed(tmp_path: Path, config: str, json_file: str | None = None) -> dict[str, object]:
+    done = ansible_inventory(tmp_path, config, json_file)
     assert done.returncode == 0, done.stderr
     document = json.loads(done.stdout, object_hook=_trusted)
     assert isinstance(document, dict)
@@ -56,6 +62,25 @@ def test_include_unavailable_keeps_drained_and_down_nodes(tmp_path: Path) -> Non
     )  # fmt: skip
 
 
+def test_the_kept_nodes_take_compose_and_keyed_groups_and_the_left_out_ones_are_said(
+    tmp_path: Path,
+) -> None:
+    config = (
+        "partition: gpu\ncompose:\n  ansible_user: \"'ubuntu'\"\n"
+        "keyed_groups:\n  - key: slurm_features\n    prefix: feature\n"
+    )
+    done = ansible_inventory(tmp_path, config)
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout, object_hook=_trusted)
+    assert document["_meta"]["hostvars"]["gpu1"]["ansible_user"] == "ubuntu"
+    assert document["feature_h100"] == {"hosts": ["gpu1"]}
+    said = " ".join(done.stderr.split())
+    assert (
+        "slurm inventory: gpu3 left out, DOWN+NOT_RESPONDING (PSU failure); "
+        "include_unavailable: true keeps it"
+    ) in said
+
+
 def test_a_partition_with_none_of_them_lists_none(tmp_path: Path) -> None:
     document = listed(tmp_path, "partition: debug\ninclude_unavailable: true\n")
     assert "hosts" not in document.get("gpu_nodes", {})
@@ -79,14 +104,7 @@ def test_json_of_newer_slurm(tmp_path: Path) -> None:
 def test_bad_output_is_one_message_naming_the_command_and_key(tmp_path: Path) -> None:
     broken = tmp_path / "broken.json"
     broken.write_text('{"nodes": [{"state": ["IDLE"]}]}')
-    source = tmp_path / "cluster.slurm.yml"
-    source.write_text("plugin: slurm\n")
-    environment = fake_scontrol.install(tmp_path, OUTPUTS, str(broken))
-    environment |= {"ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "PYTHONPATH": str(REPO / "src")}
-    done = subprocess.run(
-        [str(Path(sys.executable).parent / "ansible-inventory"), "-i", str(source), "--list"],
-        cwd=REPO, env=environment, capture_output=True, text=True, check=False,
-    )  # fmt: skip
+    done = ansible_inventory(tmp_path, "", str(broken))
     said = " ".join(done.stderr.split())
     assert "`scontrol show nodes --json`: no key 'nodes[0].name'" in said
     assert "Traceback" not in done.stderr

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 import urllib.error
 import urllib.request
@@ -102,6 +103,18 @@ class InstanceType:
     gpu_description: str
     price_cents_per_hour: int
     gpus: int
+
+
+# Lambda's instance type names start with the GPU count: gpu_8x_h100_sxm5, gpu_1x_a10 (the API
+# reference's examples and its GET /instance-types answer).
+_TYPE_NAME_GPUS = re.compile(r"gpu_([0-9]+)x_.*")
+
+
+def gpus_of_type_name(name: str) -> int:
+    """GPUs per instance as the type's name says (gpu_8x_h100_sxm5: 8), before the API is asked
+    (the type's own `specs.gpus` is `InstanceType.gpus`); 0 for a name of another form."""
+    match = _TYPE_NAME_GPUS.fullmatch(name)
+    return int(match.group(1)) if match else 0
 
 
 @dataclass(frozen=True)
