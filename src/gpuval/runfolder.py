@@ -544,10 +544,10 @@ def read_run_folder(run_dir: Path, cached: bool = False, write_back: bool = Fals
             found.diagnostics.append(
                 _error(f"cannot read host folder: {exc.strerror or exc}", f"{RAW_DIR}/{name}")
             )
-        if found.caches is not None:
-            # done with that host: its entries are saved (when asked) and let go
-            if (host_cache := found.caches.pop(name, None)) and write_back and not unwritable:
-                unwritable = host_cache.save(quiet=True) is not None
+        # done with that host: its cache entries are saved (when asked) and let go
+        host_cache = found.caches.pop(name, None) if found.caches is not None else None
+        if host_cache and write_back and not unwritable:
+            unwritable = host_cache.save(quiet=True) is not None
     listed_hosts = [str(h) for h in meta.get("hosts", [])]
     return RunFolder(
         run_dir=run_dir,
