@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from json.encoder import encode_basestring  # type: ignore[attr-defined]
+from json.encoder import encode_basestring
 from pathlib import Path
 from typing import Any
 
