@@ -43,25 +43,6 @@ def _details(check: Check) -> str:
 INDENT = "  "
 
 
-def _attribute(text: str) -> str:
-    """An attribute value as ElementTree escapes it."""
-    if "&" in text:
-        text = text.replace("&", "&amp;")
-    if "<" in text:
-        text = text.replace("<", "&lt;")
-    if ">" in text:
-        text = text.replace(">", "&gt;")
-    if '"' in text:
-        text = text.replace('"', "&quot;")
-    if "\r" in text:
-        text = text.replace("\r", "&#13;")
-    if "\n" in text:
-        text = text.replace("\n", "&#10;")
-    if "\t" in text:
-        text = text.replace("\t", "&#09;")
-    return text
-
-
 def _character_data(text: str) -> str:
     """Element text as ElementTree escapes it."""
     if "&" in text:
@@ -70,6 +51,19 @@ def _character_data(text: str) -> str:
         text = text.replace("<", "&lt;")
     if ">" in text:
         text = text.replace(">", "&gt;")
+    return text
+
+
+# What ElementTree escapes in an attribute value besides what it escapes in text, in its order.
+_ATTRIBUTE_ONLY = (('"', "&quot;"), ("\r", "&#13;"), ("\n", "&#10;"), ("\t", "&#09;"))
+
+
+def _attribute(text: str) -> str:
+    """An attribute value as ElementTree escapes it."""
+    text = _character_data(text)
+    for character, reference in _ATTRIBUTE_ONLY:
+        if character in text:
+            text = text.replace(character, reference)
     return text
 
 
