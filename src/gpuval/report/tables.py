@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from operator import attrgetter
 
 from gpuval.judgement.model import Cell, MeasurementRow
@@ -83,17 +83,18 @@ def _field_text(value: Cell) -> str:
     return _FIELD.getvalue()[:-2]
 
 
-def column_texts(cells: Sequence[Cell]) -> Sequence[str]:
+def column_texts(cells: Sequence[Cell]) -> Iterator[str]:
     """One column's cells (from `column_cells`) as the text csv.writer writes for them, each
     distinct text or integer written once (a column holds few: hosts, files, sizes, lines);
-    floats each with repr, as csv.writer does (-0.0 equals 0.0, so they are not shared)."""
+    floats each with repr, as csv.writer does (-0.0 equals 0.0, so they are not shared). Made
+    as they are read: a thousand nodes' columns of text would be 100 MB more at the peak."""
     kinds = set(map(type, cells))
     if kinds <= {str, int, type(None)} and not {str, int} <= kinds:
         written = {value: _field_text(value) for value in set(cells)}
-        return list(map(written.__getitem__, cells))
+        return map(written.__getitem__, cells)
     if kinds <= {float, type(None)}:
-        return ["" if value is None else repr(value) for value in cells]
-    return list(map(_field_text, cells))
+        return ("" if value is None else repr(value) for value in cells)
+    return map(_field_text, cells)
 
 
 def measurements_csv(rows: list[MeasurementRow]) -> str:
@@ -104,5 +105,8 @@ def measurements_csv(rows: list[MeasurementRow]) -> str:
         column_texts(column_cells(list(map(attrgetter(field), rows)), name in INTEGER_COLUMNS))
         for name, field in zip(MEASUREMENT_COLUMNS, ROW_FIELDS, strict=True)
     ]
-    lines = map(",".join, zip(*texts, strict=True))
-    return "".join(f"{line}\n" for line in (",".join(MEASUREMENT_COLUMNS), *lines))
+    out = io.StringIO()
+    out.write(",".join(MEASUREMENT_COLUMNS) + "\n")
+    # line by line into the buffer: a list of a million lines would be 100 MB more at the peak
+    out.writelines(f"{line}\n" for line in map(",".join, zip(*texts, strict=True)))
+    return out.getvalue()
