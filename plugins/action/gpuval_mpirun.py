@@ -6,7 +6,7 @@ gpuval_capture."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
@@ -22,6 +22,10 @@ description:
     the sidecar.
   - With O(steps), several programs one after another in one module call, each its own step.
   - Without C(openmpi_launch) (the openmpi role did not run) the steps are recorded as skipped.
+  - With the inventory variable C(gpuval_launcher=slurm), ranks on several nodes start as a job
+    step of the Slurm allocation C(gpuval_slurm_jobid) (C(srun --overlap --mpi=pmix), see
+    C(gpuval.plan.mpirun.srun_command)), each host as its C(gpuval_slurm_node); a host outside
+    the allocation (C(gpuval_slurm_allocated), when set) makes the step skipped, not tested.
 options:
   hosts:
     description: Inventory names of the hosts the ranks run on (C(localhost) for the node itself).
@@ -84,7 +88,11 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "timeout": {"type": "float", "default": 0},
     "skip_reason": {"type": "str"},
 }
+if TYPE_CHECKING:
+    from gpuval.plan.mpirun import SlurmSteps
+
 NO_LAUNCHER = "no MPI launcher on this host: the openmpi role did not run (fact openmpi_launch)"
+NO_ALLOCATION = "gpuval_launcher is slurm but there is no allocation (gpuval_slurm_jobid)"
 
 
 class ActionModule(ActionBase):
@@ -92,7 +100,7 @@ class ActionModule(ActionBase):
     _supports_async = True
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
-        from gpuval.plan.mpirun import LaunchError, mpirun_command
+        from gpuval.plan.mpirun import LaunchError, launch_command, not_allocated
         from gpuval.plugin_api import capture_module
 
         task_vars = task_vars or {}
@@ -107,6 +115,15 @@ class ActionModule(ActionBase):
         contract = self._templar.template(task_vars.get("openmpi_launch"))
         if args["skip_reason"] is None and not contract:
             capture["skip_reason"] = NO_LAUNCHER
+        allocation = self._allocation(task_vars, args["hosts"])
+        if allocation is not None and "skip_reason" not in capture:
+            missing = not_allocated(args["hosts"], allocation)
+            if not allocation.job_id:
+                capture["skip_reason"] = NO_ALLOCATION
+            elif missing:
+                capture["skip_reason"] = (
+                    f"not tested: {', '.join(missing)} not in Slurm allocation {allocation.job_id}"
+                )
         wanted = args["steps"] or [{"name": args["name"], "program": args["program"]}]
         steps = []
         for step in wanted:
@@ -116,9 +133,10 @@ class ActionModule(ActionBase):
                 steps.append({"name": step["name"]})
                 continue
             try:
-                launch = mpirun_command(
-                    contract, args["hosts"], args["ranks_per_host"], step["program"], args["env"]
-                )
+                launch = launch_command(
+                    contract, args["hosts"], args["ranks_per_host"], step["program"],
+                    args["env"], allocation,
+                )  # fmt: skip
             except LaunchError as problem:
                 raise AnsibleActionFail(str(problem)) from problem
             steps.append({"name": step["name"], "command": launch.argv})
@@ -137,3 +155,24 @@ class ActionModule(ActionBase):
             )
         )
         return result
+
+    def _allocation(self, task_vars: dict[str, Any], hosts: list[str]) -> SlurmSteps | None:
+        """The Slurm allocation the steps start in, or None where the launcher is mpirun."""
+        from gpuval.plan.mpirun import LAUNCHERS, SlurmSteps
+
+        launcher = self._templar.template(task_vars.get("gpuval_launcher", "mpirun"))
+        if launcher not in LAUNCHERS:
+            raise AnsibleActionFail(
+                f"gpuval_launcher must be one of {', '.join(LAUNCHERS)}, not {launcher!r}"
+            )
+        if launcher != "slurm":
+            return None
+        hostvars = task_vars.get("hostvars", {})
+        allocated = self._templar.template(task_vars.get("gpuval_slurm_allocated"))
+        nodes = {
+            host: str(self._templar.template(hostvars[host].get("gpuval_slurm_node", host)))
+            for host in hosts
+            if host in hostvars and (allocated is None or host in allocated)
+        }
+        job_id = self._templar.template(task_vars.get("gpuval_slurm_jobid", ""))
+        return SlurmSteps(job_id=str(job_id or ""), nodes=nodes)

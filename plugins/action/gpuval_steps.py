@@ -25,7 +25,10 @@ description:
     suite's defaults) and RV(declared) (per host, what its inventory variables say it is,
     of C(gpuval_gpu_model), C(gpuval_gpus_per_node), C(gpuval_system), C(gpuval_nic_count),
     C(gpuval_nic_rate_gbit), C(gpuval_ib_hcas), C(gpuval_network_interface), C(gpuval_nvl_domain)
-    and C(gpuval_nvl_domain_nodes); only those set).
+    and C(gpuval_nvl_domain_nodes); only those set), and RV(rack_tests), where the two NVL72
+    rack tests run; per test (C(rack), C(across_racks)) the host that launches a run and the
+    hosts of that run, from the hosts' C(gpuval_nvl_domain) (the same placement RV(expected)
+    holds them to).
 options:
   collectives: {description: nccl-tests collectives to name steps for., type: list, elements: str}
   hosts: {description: The hosts of the run, in inventory order., type: list, elements: str}
@@ -84,6 +87,8 @@ class ActionModule(ActionBase):
             racks = {host: str(values["nvl_domain"]) for host, values in declared.items()
                      if values.get("nvl_domain")}  # fmt: skip
             result["expected"] = steps.expected_steps(args["hosts"], plan, args["phases"], racks)
+            placed = steps.rack_test_hosts(args["hosts"], racks)
+            result["rack_tests"] = {"rack": placed["rack"], "across_racks": placed["across-racks"]}
             result["config"] = plan.to_variables()
             result["declared"] = declared
         return result

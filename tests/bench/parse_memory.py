@@ -8,6 +8,8 @@
 Targets, on a 2-core machine: the 20 MB log in < 5 s; any file costs at most about twice its
 size in memory (peak resident size less the interpreter's, imports included, before reading);
 the parse result (what results.json keeps of a file) grows with the measurements, not the text.
+The text log is read as `gpuval parse` reads it: whole once to detect its tool, then a block at
+a time to parse it (its tables kept as numbers), so its peak is the larger of the two.
 
     PYTHONPATH=src python -m tests.bench.parse_memory [--text-mb 20] [--binary-mb 200]
 """
@@ -102,6 +104,8 @@ def main() -> int:
     if args.child is not None:
         child(args.child, args.tool)
         return 0
+    # Seconds on a shared machine mean little without the load they were measured under.
+    print("load average (1, 5, 15 min): {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     with tempfile.TemporaryDirectory() as folder:
         text, binary = Path(folder) / "nccl-tests.log", Path(folder) / "binary.raw"
         write_text_log(text, args.text_mb)
@@ -110,6 +114,7 @@ def main() -> int:
         write_binary(binary, args.binary_mb)
         ok &= measure("binary file named nccl-tests", binary, "nccl-tests")
         ok &= measure("binary file, tool detected", binary, None)
+    print("load average (1, 5, 15 min): {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     return 0 if ok else 1
 
 

@@ -6,6 +6,8 @@ packages=(chromium)
 packages+=(debootstrap tinyproxy openssh-server openssh-client iproute2 iptables iperf3 util-linux)
 # The MPI preflight program's compile-and-run test; the fake NVIDIA repository (dpkg-deb, gpg).
 packages+=(openmpi-bin libopenmpi-dev dpkg-dev gnupg)
+# The simulated Slurm cluster's controller (tests/simhosts/slurm.py); its nodes install their own.
+packages+=(slurmctld slurm-client munge)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" \

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from gpuval import parsers
-from gpuval.parsers.nccl_tests import parse, reader
-from gpuval.records.base import ParseResult
+from gpuval.parsers.nccl_tests import parse, parse_path, reader
 from gpuval.records.nccl import NO_EXTRA, NcclRun
 
 REAL = Path(__file__).resolve().parents[2] / "tests" / "data" / "outputs" / "nccl-tests"
@@ -24,9 +23,30 @@ def test_lines_read_in_small_blocks_parse_as_the_whole_text(
     text = parsers.read_text(path)
     cut = text.rstrip("\n")  # a capture cut mid-write: its last line is judged apart
     whole, whole_cut = parse(text, source="x").to_dict(), parse(cut, source="x").to_dict()
-    monkeypatch.setattr(reader, "_BLOCK", 7)  # a block boundary after nearly every line
+    monkeypatch.setattr(reader, "BLOCK", 7)  # a block boundary after nearly every line
     assert parse(text, source="x").to_dict() == whole
     assert parse(cut, source="x").to_dict() == whole_cut
+    assert parse_path(path, source="x", tool=whole["tool"]).to_dict() == whole
+
+
+@pytest.mark.parametrize("block", [1, 2, 3, 5, 64])
+def test_a_file_read_a_block_at_a_time_parses_as_its_whole_text(
+    block: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Universal newlines, bytes that are no UTF-8 and multi-byte characters wherever a block
+    ends: the lines, their numbers and the result are those of the text read whole."""
+    log = "".join(parsers.read_text(p) for p in sorted(REAL.glob("*.txt"))[:6])
+    data = log.encode().replace(b"\n", b"\r\n", 40).replace(b"\n", b"\r", 20)
+    data = data.replace(b"# ", b"# \xe2\x82\xac \xff\xc3 ", 30) + b"#  1024 \xe2\x82"
+    path = tmp_path / "log.txt"
+    path.write_bytes(data)
+    whole = parsers.parse_text(parsers.read_text(path), source="x", tool="nccl-tests")
+    monkeypatch.setattr(reader, "BLOCK", block)
+    streamed = parsers.parse_file(path, tool="nccl-tests", source="x")
+    assert whole is not None and streamed is not None
+    assert streamed.to_dict() == whole.to_dict()
+    detected = parsers.parse_file(path, source="x")
+    assert detected is not None and detected.to_dict() == whole.to_dict()
 
 
 def test_runs_of_a_long_log_share_what_every_run_repeats() -> None:
@@ -55,14 +75,19 @@ def test_runs_of_a_long_log_share_what_every_run_repeats() -> None:
     assert written.count({}) == len(plain)
 
 
-@pytest.mark.parametrize("text", ["a\r\nb\rc\n", "x\x0cy\u2028z", "\r\n\r", "", "tail"])
-def test_blocks_split_lines_as_splitlines(text: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(reader, "_BLOCK", 1)
-    found = reader.TextReader(ParseResult("nccl-tests"))
-    lines = [line for block in found._blocks(text) for line in block]
+@pytest.mark.parametrize("text", ["a\r\nb\rc\n", "x\x0cy\u2028z", "\r\n\r", "", "tail", "a\nb\r"])
+@pytest.mark.parametrize("block", [1, 2, 1 << 20])
+def test_blocks_split_lines_as_splitlines(
+    text: str, block: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(reader, "BLOCK", block)
+    blocks = list(reader.line_blocks(reader.text_chunks(text)))
+    lines = [line for block_lines, _ in blocks for line in block_lines]
     assert lines == text.splitlines()
-    cut = len(lines) if text and text[-1] not in "\r\n" else None
-    assert found.cut_line == cut
+    cut = bool(text) and text[-1] not in "\r\n"
+    assert [ends_cut for _, ends_cut in blocks] == [False] * (len(blocks) - 1) + [cut] * bool(
+        blocks
+    )
 
 
 def test_text_reads_with_universal_newlines_and_replaced_bytes(tmp_path: Path) -> None:

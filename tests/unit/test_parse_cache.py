@@ -10,6 +10,7 @@ import logging
 import os
 import pickle
 import shutil
+from array import array
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,14 @@ from gpuval import parsers
 from gpuval.files import parse_cache
 from gpuval.pipeline import judge, report
 from gpuval.records.base import Diagnostic
-from gpuval.runfolder import RawFile, RunFolder, read_run_folder, update_parse_cache
+from gpuval.records.nccl import NcclHalf, NcclRow, NcclRun, NcclTable
+from gpuval.runfolder import (
+    CACHED_MODULES,
+    RawFile,
+    RunFolder,
+    read_run_folder,
+    update_parse_cache,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "tests" / "data" / "sample-run"
@@ -196,3 +204,27 @@ def test_a_cache_that_cannot_be_written_changes_nothing_and_says_nothing(
     assert reported.exit_code == expected.exit_code
     assert reported.judgement.checks == expected.judgement.checks
     assert not [r for r in caplog.records if r.name == parse_cache.__name__]
+
+
+def test_a_cached_nccl_tests_host_reads_back_its_tables(tmp_path: Path) -> None:
+    """Tables are stored as numbers (NcclTable): they come back row for row, still numbers."""
+    run = copied(SAMPLE, tmp_path)
+    cold = read_run_folder(run)
+    update_parse_cache(run, "lambda-4xh100")
+    warm = read_run_folder(run, cached=True)
+    assert read(warm) == read(cold)
+    tables = [r.rows for f in warm.files if f.parse is not None for r in f.parse.runs
+              if isinstance(r, NcclRun) and r.rows]  # fmt: skip
+    assert tables and all(t.kept is None and isinstance(t.numbers, array) for t in tables)
+
+
+def test_a_cache_with_a_table_of_inconsistent_sizes_is_ignored(tmp_path: Path) -> None:
+    run = copied(SAMPLE, tmp_path)
+    update_parse_cache(run, "lambda-4xh100")
+    path = run / parse_cache.CACHE_DIR / f"lambda-4xh100{parse_cache.CACHE_SUFFIX}"
+    document = pickle.loads(path.read_bytes())
+    broken = NcclTable.of([NcclRow(8, out_of_place=NcclHalf(1.0))])
+    broken.numbers.append(1.0)  # a row's numbers one short
+    document["entries"]["extra.txt"] = ((0, 0, 0, 0), (None,), broken)
+    path.write_bytes(pickle.dumps(document))
+    assert parse_cache.HostCache(run, "lambda-4xh100", CACHED_MODULES).found == {}

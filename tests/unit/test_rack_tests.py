@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from gpuval.checks.rack_tests import rack_transport
+from gpuval.checks.model import CLUSTER
+from gpuval.checks.rack_tests import rack_test_owner, rack_transport
 from gpuval.plan import steps
+from gpuval.plan.steps import RackTest
 from gpuval.records.nccl import NcclRun
 
 
@@ -68,3 +70,19 @@ def test_network_only_test_must_show_rdma(
 ) -> None:
     got, reason = rack_transport("across-racks", run_with(channels, mnnvl), None)
     assert got == status, reason
+
+
+@pytest.mark.parametrize(
+    ("test", "rack", "owner", "expected"),
+    [
+        ("rack", "nvl72-a", CLUSTER, "rack nvl72-a"),  # the rack's own subject
+        ("across-racks", "nvl72-a", CLUSTER, CLUSTER),  # one test for all racks
+        ("rack", None, CLUSTER, CLUSTER),  # no declared rack to name
+        (None, "nvl72-a", CLUSTER, CLUSTER),  # any other run across nodes
+        ("rack", "nvl72-a", "tray1", "tray1"),  # a run on one tray stays the tray's
+    ],
+)
+def test_the_rack_test_belongs_to_its_rack(
+    test: RackTest | None, rack: str | None, owner: str, expected: str
+) -> None:
+    assert rack_test_owner(test, rack, owner) == expected

@@ -31,7 +31,8 @@ from tests.unit.test_health_fabric import (
 )
 
 from gpuval.checks import CheckOutcome, judge_run
-from gpuval.checks.model import CLUSTER, Check
+from gpuval.checks.model import Check
+from gpuval.checks.rack_tests import rack_subject
 from gpuval.checks.thresholds import DEFAULTS
 from gpuval.evidence import build_evidence
 from gpuval.pipeline import report_run
@@ -62,7 +63,8 @@ def judged(tmp_path: Path, trays: dict[str, str | None], **declared: Any) -> Che
 
 
 def rack_check(outcome: CheckOutcome, host: str) -> Check:
-    check_id = "racks.trays" if host == CLUSTER else "racks.domain"
+    """A tray's racks.domain, or (`host` a rack's subject) the rack's racks.trays."""
+    check_id = "racks.trays" if host.startswith("rack ") else "racks.domain"
     return next(c for c in outcome.checks if c.check_id == check_id and c.host == host)
 
 
@@ -71,7 +73,7 @@ def test_a_declared_rack_in_one_domain_passes_and_is_carried(tmp_path: Path) -> 
     outcome = judged(tmp_path, trays, nvl_domain="nvl72-a")
     for host in trays:
         assert rack_check(outcome, host).status == "pass"
-    trays_check = rack_check(outcome, CLUSTER)
+    trays_check = rack_check(outcome, rack_subject("nvl72-a"))
     assert trays_check.status == "pass" and (trays_check.measured, trays_check.reference) == (3, 3)
     (rack,) = outcome.racks
     assert (rack.name, rack.declared, rack.cluster_uuid, rack.clique_id) == (
@@ -92,7 +94,7 @@ def test_a_tray_in_another_clique_fails_naming_gpu_and_fields_and_its_peers_do_n
         assert named in moved.reason, named
     assert moved.action and "gpuval_nvl_domain" in moved.action
     assert rack_check(outcome, "tray1").status == rack_check(outcome, "tray2").status == "pass"
-    short = rack_check(outcome, CLUSTER)
+    short = rack_check(outcome, rack_subject("nvl72-a"))
     assert short.status == "fail" and "tray3" in short.reason and "2 of its 3 trays" in short.reason
     # the per-GPU gate alone passes the tray: the rack is what catches it
     fabric = next(c for c in outcome.checks
@@ -115,7 +117,7 @@ def test_without_a_majority_no_tray_is_judged(tmp_path: Path) -> None:
     assert rack_check(outcome, "tray1").status == "unjudged"
     assert rack_check(outcome, "tray2").status == "unjudged"
     assert "no domain most of its trays share" in rack_check(outcome, "tray1").reason
-    assert rack_check(outcome, CLUSTER).status == "unjudged"
+    assert rack_check(outcome, rack_subject("nvl72-a")).status == "unjudged"
     assert outcome.racks[0].cluster_uuid is None
 
 
@@ -130,7 +132,7 @@ def test_a_tray_in_no_domain_differs_from_any_rack(tmp_path: Path) -> None:
     assert out.reason.startswith("GPU2 fabric Status Insufficient Resources")
     assert "in no NVLink domain" in out.reason and "GPU0" not in out.reason
     assert rack_check(outcome, "tray1").status == "pass"
-    assert rack_check(outcome, CLUSTER).status == "fail"
+    assert rack_check(outcome, rack_subject("nvl72-a")).status == "fail"
 
 
 def test_no_fabric_block_or_na_fields_are_unjudged_never_passed(tmp_path: Path) -> None:
@@ -141,14 +143,14 @@ def test_no_fabric_block_or_na_fields_are_unjudged_never_passed(tmp_path: Path) 
     assert rack_check(outcome, "tray3").status == "unjudged"
     na = rack_check(outcome, "tray4")
     assert na.status == "unjudged" and "GPU3 print no ClusterUUID or CliqueId (N/A)" in na.reason
-    short = rack_check(outcome, CLUSTER)
+    short = rack_check(outcome, rack_subject("nvl72-a"))
     assert short.status == "unjudged" and "tray3" in short.reason and "tray4" in short.reason
 
 
 def test_a_rack_declared_full_with_trays_missing_from_the_run_is_unjudged(tmp_path: Path) -> None:
     trays = {"tray1": q_with([HEALTHY] * 4), "tray2": q_with([HEALTHY] * 4)}
     outcome = judged(tmp_path, trays, nvl_domain="nvl72-a", nvl_domain_nodes=18)
-    short = rack_check(outcome, CLUSTER)
+    short = rack_check(outcome, rack_subject("nvl72-a"))
     assert short.status == "unjudged" and (short.measured, short.reference) == (2, 18)
     assert "16 tray(s) not in this run" in short.reason
     assert rack_check(outcome, "tray1").status == "pass"
@@ -156,7 +158,9 @@ def test_a_rack_declared_full_with_trays_missing_from_the_run_is_unjudged(tmp_pa
 
 def test_more_trays_than_the_catalogs_domain_is_a_declaration_to_correct(tmp_path: Path) -> None:
     trays = {"tray1": q_with([HEALTHY] * 4)}
-    short = rack_check(judged(tmp_path, trays, nvl_domain="a", nvl_domain_nodes=20), CLUSTER)
+    short = rack_check(
+        judged(tmp_path, trays, nvl_domain="a", nvl_domain_nodes=20), rack_subject("a")
+    )
     assert short.status == "unjudged" and "holds 18" in short.reason
 
 
@@ -194,3 +198,24 @@ def test_a_run_without_racks_has_no_rack_key_or_section(tmp_path: Path) -> None:
     report_run(run, out_dir=out, quiet=True)
     assert "racks" not in json.loads((out / "results.json").read_text())
     assert 'id="racks"' not in (out / "report.html").read_text()
+
+
+def test_each_rack_is_its_own_subject_in_the_report_junit_and_prometheus(tmp_path: Path) -> None:
+    """Two racks, the second holding a tray of another clique: only `rack nvl72-b` fails, and
+    every output names it, where one `cluster` check would have left it to the reason."""
+    run = tmp_path / "run"
+    trays = {"a1": HEALTHY, "a2": HEALTHY, "b1": HEALTHY, "b2": HEALTHY, "b3": OTHER_CLIQUE}
+    for host, gpu_block in trays.items():
+        write_step(run, host, "nvidia-smi-query", q_with([gpu_block] * 4), tool="nvidia-smi-q",
+                   phase="preflight")  # fmt: skip
+    write_run_json(run, "racks", list(trays), declared={
+        h: {"gpu_model": "GB200", "nvl_domain": f"nvl72-{h[0]}"} for h in trays})  # fmt: skip
+    outcome = judge_run(build_evidence(read_run_folder(run)), DEFAULTS)
+    assert rack_check(outcome, rack_subject("nvl72-a")).status == "pass"
+    assert rack_check(outcome, rack_subject("nvl72-b")).status == "fail"
+    out = tmp_path / "out"
+    report_run(run, out_dir=out, quiet=True, prometheus_file=tmp_path / "gpuval.prom")
+    assert '<testsuite name="rack nvl72-b"' in (out / "junit.xml").read_text()
+    prometheus = (tmp_path / "gpuval.prom").read_text()
+    assert 'gpuval_host_status{host="rack nvl72-b",status="fail"} 1.0' in prometheus
+    assert 'gpuval_host_status{host="rack nvl72-a",status="pass"} 1.0' in prometheus

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from gpuval.checks.rack_tests import rack_subject
 from gpuval.pipeline import report_run
 
 CORPUS = Path(__file__).parents[1] / "data" / "verdicts"
@@ -88,7 +89,9 @@ def test_expectations_name_only_the_run_hosts() -> None:
         run = json.loads((CORPUS / case / "run.json").read_text())
         hosts = run["hosts"] if isinstance(run.get("hosts"), list) else []
         named = {*expected["failing_hosts"], *expected["not_failing_hosts"], *expected["mentions"]}
-        assert named <= {*hosts, CLUSTER}, case
+        declared = run.get("declared") or {}
+        racks = {rack_subject(d["nvl_domain"]) for d in declared.values() if d.get("nvl_domain")}
+        assert named <= {*hosts, *racks, CLUSTER}, case
         assert expected["verdict"] in EXIT_CODES, case
 
 

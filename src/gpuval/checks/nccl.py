@@ -10,7 +10,12 @@ from gpuval.catalog import nvlink_count
 from gpuval.catalog.nccl_warnings import WarningMeaning, classify
 from gpuval.checks.context import JudgeState
 from gpuval.checks.model import CLUSTER, Category, Check, Status
-from gpuval.checks.rack_tests import RDMA_TRANSPORTS, rack_reference, rack_transport
+from gpuval.checks.rack_tests import (
+    RDMA_TRANSPORTS,
+    rack_reference,
+    rack_test_owner,
+    rack_transport,
+)
 from gpuval.checks.references import (
     Reference,
     collective_name,
@@ -286,7 +291,9 @@ def bandwidth_check(
         )
         judge.add(check)
         return
-    judge.expect(owner, reference.subject, peak)
+    # A rack's checks name the rack; its reference stays the cluster's, where the busbw series
+    # of the run's host finds it.
+    judge.expect(owner if owner in judge.evidence.hosts else CLUSTER, reference.subject, peak)
     fraction = sample.busbw_gbps / peak.per_direction_gbps
     t = judge.thresholds
     status = band_status(fraction, t.busbw_pass_fraction, t.busbw_fail_fraction)
@@ -392,8 +399,8 @@ def nccl_checks(judge: JudgeState, host: HostEvidence, parsed: Parsed[NcclRun]) 
     run = parsed.record
     collective = collective_name(run, parsed.file)
     multinode = is_multinode(parsed.file, run_hosts(run))
-    owner = CLUSTER if multinode else parsed.host
     test = rack_test(parsed.file.step)
+    owner = rack_test_owner(test, host.declared.nvl_domain, CLUSTER if multinode else parsed.host)
     prefix = f"{parsed.tool}.{_scope(collective, multinode, test)}"
     _record_problems(judge, parsed, prefix, owner, multinode)
     _collective_guessed(judge, parsed, prefix, owner, collective)

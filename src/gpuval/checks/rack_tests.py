@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from gpuval.checks.model import Status
+from gpuval.checks.model import CLUSTER, Status
 from gpuval.checks.references import Reference, nccl_reference, node_peak
 from gpuval.evidence import HostEvidence, Parsed
 from gpuval.plan.steps import RackTest
@@ -39,6 +39,19 @@ RACK_ACTION = (
 ACROSS_RACKS_ACTION = (
     "run the network-only test with NCCL_MNNVL_ENABLE=0 NCCL_NVLS_ENABLE=0 and one node per rack"
 )
+
+
+def rack_subject(rack: str) -> str:
+    """The subject a rack's own checks are filed under (its trays, its rack test), as a host is
+    for a node's: a report, junit and Prometheus name the failing rack, where CLUSTER would
+    leave it to the reason."""
+    return f"rack {rack}"
+
+
+def rack_test_owner(test: RackTest | None, rack: str | None, owner: str) -> str:
+    """Who a run's checks belong to: the rack test of a declared rack to that rack; the
+    network-only test across racks, and every other run, stay with `owner`."""
+    return rack_subject(rack) if test == "rack" and rack and owner == CLUSTER else owner
 
 
 def _shows_mnnvl(run: NcclRun) -> bool:

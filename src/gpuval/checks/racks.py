@@ -13,9 +13,10 @@ name the rack are all of it. Per declared rack:
   node, naming the GPU and the field. Without such a majority no node is judged (unjudged, never
   failed: nothing says which side is the rack), and a node that printed no Fabric block, or N/A
   where the identity belongs, is unjudged;
-- racks.trays, host `cluster`: the domain holds every tray the rack declares. Short of trays
-  that were measured elsewhere fails; short only of trays that left nothing to measure, or
-  that are not in the run, is unjudged (the missing ones are named either way).
+- racks.trays, on the rack's own subject `rack <name>` (as a host is a node's): the domain
+  holds every tray the rack declares. Short of trays that were measured elsewhere fails; short
+  only of trays that left nothing to measure, or that are not in the run, is unjudged (the
+  missing ones are named either way).
 
 NVL72 trays without `gpuval_nvl_domain` are grouped by what they report and shown, not judged
 beyond the per-GPU gate of health.nvlink.fabric.
@@ -29,7 +30,8 @@ from dataclasses import dataclass
 from gpuval.checks.context import JudgeState
 from gpuval.checks.health.common import Problem, add_check, health_gpus
 from gpuval.checks.health.fabric import JOIN_ACTION, domain_nodes, zero_uuid
-from gpuval.checks.model import CLUSTER, Status
+from gpuval.checks.model import Status
+from gpuval.checks.rack_tests import rack_subject
 from gpuval.checks.wording import listed
 from gpuval.evidence import HostEvidence
 
@@ -222,7 +224,7 @@ def _declared_rack(judge: JudgeState, name: str, hosts: list[HostEvidence]) -> R
         nodes.append(RackNode(host.name, node.gpus, status))
     expected = _expected_trays(hosts)
     inside = sum(1 for n in nodes if domain is not None and n.identity() == domain)
-    status = add_check(judge, CLUSTER, "racks.trays",
+    status = add_check(judge, rack_subject(name), "racks.trays",
                        _trays_problems(name, expected, hosts, nodes, domain),
                        f"rack {name} holds all {expected} declared trays in one NVLink domain",
                        None, measured=inside, reference=expected, unit="trays",

@@ -5,19 +5,23 @@ Every module listed in `PARSER_MODULES` exposes:
 - `detect(text) -> tuple[str, int] | None`: the tool it recognises in `text` and a confidence
   from 1 to 100, or None; it must be cheap on 100 MB inputs (substring tests, not full parses);
 - `parse(text, source=None, tool=None) -> ParseResult`: never raises on bad input; what it
-  cannot read becomes a warning or error naming `source` and the line.
+  cannot read becomes a warning or error naming `source` and the line;
+- optionally `parse_path(path, source, tool) -> ParseResult`: the same result, the file read a
+  block at a time (outputs that may be large: parse_file uses it).
 """
 
 from __future__ import annotations
 
 import gc
 import importlib
+import io
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 from types import ModuleType
+from typing import BinaryIO, TextIO
 
 from gpuval.records.base import ParseResult
 
@@ -118,12 +122,8 @@ def read_text(path: Path) -> str:
     than 64 KiB whose first 64 KiB are over a tenth undecodable reads as empty (logged): binary.
     """
     with path.open("rb") as stream:
-        head = stream.read(_HEAD_BYTES)
-        if len(head) == _HEAD_BYTES and _undecodable_share(head) > _BINARY_SHARE:
-            size = path.stat().st_size
-            _log.warning("%s: %d bytes of binary content, not text: read as empty", path, size)
+        if _binary(stream, path):
             return ""
-        stream.seek(0)
         data = stream.read()
     # The bytes and the text side by side: twice the file at most, for ASCII text.
     text = data.decode("utf-8", errors="replace")
@@ -132,11 +132,52 @@ def read_text(path: Path) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
 
 
+@contextmanager
+def open_text(path: Path) -> Iterator[TextIO]:
+    """The text read_text reads, as a stream: read a part at a time, it is never whole."""
+    with path.open("rb") as stream:
+        if _binary(stream, path):
+            yield io.StringIO()
+            return
+        with io.TextIOWrapper(stream, encoding="utf-8", errors="replace", newline=None) as text:
+            yield text
+
+
+def _binary(stream: BinaryIO, path: Path) -> bool:
+    """Whether the file `stream` reads is binary (logged), the stream left at its start."""
+    head = stream.read(_HEAD_BYTES)
+    stream.seek(0)
+    if len(head) == _HEAD_BYTES and _undecodable_share(head) > _BINARY_SHARE:
+        size = path.stat().st_size
+        _log.warning("%s: %d bytes of binary content, not text: read as empty", path, size)
+        return True
+    return False
+
+
 def _undecodable_share(head: bytes) -> float:
     """The share of `head`'s bytes that decode to U+FFFD (genuine U+FFFD characters aside)."""
     replaced = head.decode("utf-8", errors="replace").count("\ufffd")
     return (replaced - head.count("\ufffd".encode())) / len(head)
 
 
-def parse_file(path: Path, tool: str | None = None) -> ParseResult | None:
-    return parse_text(read_text(path), source=str(path), tool=tool)
+def parse_file(
+    path: Path, tool: str | None = None, source: str | None = None
+) -> ParseResult | None:
+    """parse_text of the file's text (`source`: the path, unless named), read a block at a time
+    where the tool's module can (its parse_path): a large file's text is never whole beside
+    what it says. Raises OSError when the file cannot be read."""
+    source = source if source is not None else str(path)
+    if tool is None:
+        text = read_text(path)
+        tool = detect(text)
+        if tool is None:
+            return None
+        if not hasattr(module_for(tool), "parse_path"):
+            return parse_text(text, source, tool)
+        del text  # read again, a block at a time
+    parse_path = getattr(module_for(tool), "parse_path", None)
+    if parse_path is None:
+        return parse_text(read_text(path), source, tool)
+    with no_cycle_collection():
+        result: ParseResult = parse_path(path, source=source, tool=tool)
+    return result

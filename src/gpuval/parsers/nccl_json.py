@@ -38,6 +38,7 @@ from gpuval.records.nccl import (
     NcclOutOfBounds,
     NcclRow,
     NcclRun,
+    NcclTable,
 )
 
 _BARE_INFINITY = re.compile(r"(?<=[:,\[])\s*(-?)inf\b")
@@ -295,7 +296,6 @@ def parse_result_records(text: str, result: ParseResult) -> ParseResult:
                 root=_root(entry.get("root")),
                 line=number,
             )
-            run.rows.append(row)
         half = NcclHalf(
             time_us=_number(entry.get("time")),
             algbw_gbps=_number(entry.get("algBw")),
@@ -307,7 +307,8 @@ def parse_result_records(text: str, result: ParseResult) -> ParseResult:
         else:
             row.out_of_place = half
         run.end_line = number or run.end_line
-    for run, _ in runs.values():
+    for run, rows in runs.values():
+        run.rows = NcclTable.of(rows.values())  # whole: a table keeps numbers, not the rows
         run.complete = complete and bool(run.rows)
         result.runs.append(run)
     if not runs:

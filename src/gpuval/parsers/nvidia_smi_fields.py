@@ -352,6 +352,9 @@ LEAVES: tuple[_Leaves, ...] = (
     ),
 )  # fmt: skip
 
+# (field, -q -x tag, -q label): -q -x names the clique and cluster in camelCase and the health
+# fields in snake_case (<fabric><state><status><cliqueId><clusterUuid><health><summary>...;
+# https://github.com/1Panel-dev/1Panel/issues/11910 and /issues/10990).
 _FABRIC = (
     ("state", "fabric/state", "fabric/state"),
     ("status", "fabric/status", "fabric/status"),

@@ -409,20 +409,36 @@ def _truth(value: Any) -> bool:
     return bool(value)
 
 
-def _expect_rack_tests(
-    expected: dict[str, list[str]], hosts: Sequence[str], plan: RunPlan, racks: Mapping[str, str]
-) -> None:
-    """The two NVL72 rack tests, on the hosts bench_internode runs them from (inventory order)."""
+def rack_test_hosts(
+    hosts: Sequence[str], racks: Mapping[str, str]
+) -> dict[RackTest, dict[str, list[str]]]:
+    """Where the two NVL72 rack tests run, per test: the host that launches a run -> the hosts
+    of that run, in inventory order (`racks`: host -> its declared rack, gpuval_nvl_domain).
+    The rack test runs on each rack of two hosts or more, from its first host; the network-only
+    test on the first host of every rack, from the first rack's, when there are two racks or
+    more. bench_internode runs them from this answer (gpuval_steps), run.json expects them."""
     members: dict[str, list[str]] = {}
     for host in hosts:
         if racks.get(host):
             members.setdefault(racks[host], []).append(host)
-    for rack_hosts in members.values():
-        if len(rack_hosts) > 1:
-            expected[rack_hosts[0]] += [rack_nccl(c) for c in plan.rack_collectives]
     heads = [rack_hosts[0] for rack_hosts in members.values()]
-    if len(heads) > 1:
-        expected[heads[0]] += [across_racks_nccl(c) for c in plan.rack_collectives]
+    return {
+        "rack": {
+            rack_hosts[0]: rack_hosts for rack_hosts in members.values() if len(rack_hosts) > 1
+        },
+        "across-racks": {heads[0]: heads} if len(heads) > 1 else {},
+    }
+
+
+def _expect_rack_tests(
+    expected: dict[str, list[str]], hosts: Sequence[str], plan: RunPlan, racks: Mapping[str, str]
+) -> None:
+    """The two NVL72 rack tests, on the hosts that launch them."""
+    placed = rack_test_hosts(hosts, racks)
+    for host in placed["rack"]:
+        expected[host] += [rack_nccl(c) for c in plan.rack_collectives]
+    for host in placed["across-racks"]:
+        expected[host] += [across_racks_nccl(c) for c in plan.rack_collectives]
 
 
 # Phases whose steps run.json can list in advance (the others leave no step of their own).
@@ -445,10 +461,8 @@ def expected_steps(
     health phase: its passive probes before and after the benchmarks, and with a health_level
     the GEMM burn and DCGM diagnostics (each recorded as skipped where the node cannot run it);
     nvbandwidth is left out, as it runs only at the levels that ask for it and with a binary
-    built. With `racks` (host -> its declared NVL72 rack, gpuval_nvl_domain): the rack test on
-    the first host of each rack of two hosts or more, and the network-only test across racks
-    on the first rack's first host when there are two racks or more, as bench_internode runs
-    them."""
+    built. With `racks` (host -> its declared NVL72 rack, gpuval_nvl_domain): the two rack
+    tests on the hosts rack_test_hosts places them, which bench_internode runs them from."""
     wanted = set(phases)
     unknown = wanted - set(PLANNED_PHASES)
     if unknown:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -58,7 +58,7 @@ class ParseResult:
 # inline, without a call and without the dataclass, dict and list tests (millions of values for
 # a thousand nodes).
 _LEAF_TYPES = frozenset({str, int, float, bool, type(None)})
-Converter = Callable[[Any], dict[str, Any]]
+Converter = Callable[[Any], dict[str, Any] | list[Any]]
 # Per type seen: the converter of a dataclass type, None for any other type.
 _CONVERTERS: dict[type, Converter | None] = {}
 
@@ -70,6 +70,8 @@ def _dataclass_converter(kind: type) -> Converter | None:
     twice the time at a thousand nodes (the way `dataclasses` writes __init__ for its fields)."""
     if not dataclasses.is_dataclass(kind):
         return None
+    if issubclass(kind, Sequence):  # a record stored otherwise than it reads (a columnar table)
+        return _items
     names = [f.name for f in dataclasses.fields(kind)]  # identifiers: safe to write as code
     reads = "".join(f"    v{i} = value.{name}\n" for i, name in enumerate(names))
     items = ", ".join(
@@ -80,6 +82,10 @@ def _dataclass_converter(kind: type) -> Converter | None:
     exec(f"def convert(value):\n{reads}    return {{{items}}}\n", namespace)
     converter: Converter = namespace["convert"]
     return converter
+
+
+def _items(value: Sequence[Any]) -> list[Any]:
+    return [v if type(v) in _LEAF_TYPES else to_jsonable(v) for v in value]
 
 
 def to_jsonable(value: Any) -> Any:

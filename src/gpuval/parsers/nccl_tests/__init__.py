@@ -14,8 +14,12 @@ column header and the rows, `footer` the footer, the failures and what a finishe
 
 from __future__ import annotations
 
-from gpuval.parsers import nccl_json
-from gpuval.parsers.nccl_tests.reader import TextReader
+from collections.abc import Callable
+from itertools import chain
+from pathlib import Path
+
+from gpuval.parsers import nccl_json, open_text
+from gpuval.parsers.nccl_tests.reader import TextReader, line_blocks, stream_chunks, text_chunks
 from gpuval.records.base import ParseResult
 
 TOOLS = ("nccl-tests", "rccl-tests")
@@ -65,15 +69,38 @@ def detect(text: str) -> tuple[str, int] | None:
 
 def parse(text: str, source: str | None = None, tool: str | None = None) -> ParseResult:
     """Never raises: what cannot be read becomes a warning or error naming the line."""
-    head = text[:_HEAD]
-    start = head.lstrip()[:1]
-    if start == "{" and nccl_json.looks_like_json_report(head):
-        return nccl_json.parse_json(text, ParseResult(tool or "nccl-tests", source))
-    if start in ("{", "[") and nccl_json.looks_like_result_records(head):
-        return nccl_json.parse_result_records(text, ParseResult(tool or "rccl-tests", source))
+    json_result = _parse_json(text[:_HEAD], lambda: text, source, tool)
+    if json_result is not None:
+        return json_result
     if tool is None:
         found = detect(text)
         tool = found[0] if found else "nccl-tests"
     result = ParseResult(tool, source)
-    TextReader(result).run(text)
+    TextReader(result).run(line_blocks(text_chunks(text)))
     return result
+
+
+def parse_path(path: Path, source: str | None = None, tool: str = "nccl-tests") -> ParseResult:
+    """parse(read_text(path), source, tool), the text read a block at a time: a log of many
+    runs is kept as what its lines say, never as its whole text beside it (a JSON report is
+    read whole, as parse reads it). Raises OSError when the file cannot be read."""
+    with open_text(path) as stream:
+        head = stream.read(_HEAD)
+        json_result = _parse_json(head, lambda: head + stream.read(), source, tool)
+        if json_result is not None:
+            return json_result
+        result = ParseResult(tool, source)
+        TextReader(result).run(line_blocks(chain([head], stream_chunks(stream))))
+    return result
+
+
+def _parse_json(
+    head: str, text: Callable[[], str], source: str | None, tool: str | None
+) -> ParseResult | None:
+    """A `-J` report or rccl-tests' result records, told by the head of the text; else None."""
+    start = head.lstrip()[:1]
+    if start == "{" and nccl_json.looks_like_json_report(head):
+        return nccl_json.parse_json(text(), ParseResult(tool or "nccl-tests", source))
+    if start in ("{", "[") and nccl_json.looks_like_result_records(head):
+        return nccl_json.parse_result_records(text(), ParseResult(tool or "rccl-tests", source))
+    return None

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from itertools import chain
-from typing import NamedTuple
+from typing import NamedTuple, TextIO
 
 from gpuval.parsers import nccl_debug, nccl_json
 from gpuval.parsers.nccl_tests import footer, header
@@ -34,8 +33,9 @@ _VERSION, _STARTING, _PARAMS, _DEVICES, _TABLE, _ROWS, _FOOTER = range(1, 8)
 
 # A FAILED line is kept as printed, up to this many characters.
 _FAILED_LINE_CHARS = 1000
-# Characters of text split into lines at a time.
-_BLOCK = 1 << 20
+# Characters of text split into lines at a time: a block, its lines and the next chunk are
+# held at once (a 1 MiB block cost 4 MB of a 20 MB log's peak, this one 1 MB).
+BLOCK = 1 << 18
 _LAUNCHER_TAG = re.compile(r"\[\d+(?:,\d+)?\](?:<std(?:out|err)>:)?")
 
 
@@ -90,54 +90,50 @@ class TextReader:
         self.column_headers: dict[tuple[str, tuple[str, ...] | None], _ColumnHeader] = {}
 
     # ---- driving -------------------------------------------------------------------------
-    def run(self, text: str) -> None:
+    def run(self, blocks: Iterable[tuple[list[str], bool]]) -> None:
+        """Read the lines of `blocks` (see line_blocks), numbered from 1."""
         # iter_lines' work inlined: this loop sees every line of 100 MB logs, and the launcher
         # prefix can only be there when a line starts with "[".
         is_debug, feed = nccl_debug.is_debug_line, nccl_debug.feed
-        for number, raw in enumerate(chain.from_iterable(self._blocks(text)), start=1):
-            if raw[:1] == "[":
-                raw = strip_launcher_prefix(raw)
-            # is_debug only where it can hold: its every test needs "NCCL" or a "Channel " start.
-            if "NCCL INFO" in raw or (("NCCL" in raw or raw[:8] == "Channel ") and is_debug(raw)):
-                if raw[:1] in " \t" and self._in_table():
-                    # NCCL_DEBUG lines start with their host; a leading blank is a row's start.
-                    self.result.warn("row text mixed into an NCCL_DEBUG line: not recorded", number)
-                feed(self.current.debug_facts() if self.current else self.preamble, raw, number)
-                continue
-            body = raw.strip()
-            if not body:
-                continue
-            hashed = body[0] == "#"
-            if hashed:
-                body = body[1:].strip()
+        count = 0
+        for lines, cut in blocks:
+            first, count = count + 1, count + len(lines)
+            if cut:  # its last row may lack digits (see _row)
+                self.cut_line = count
+            for number, raw in enumerate(lines, start=first):
+                if raw[:1] == "[":
+                    raw = strip_launcher_prefix(raw)
+                # is_debug only where it can hold: its every test needs "NCCL" or a "Channel "
+                # start.
+                if "NCCL INFO" in raw or (
+                    ("NCCL" in raw or raw[:8] == "Channel ") and is_debug(raw)
+                ):
+                    if raw[:1] in " \t" and self._in_table():
+                        # NCCL_DEBUG lines start with their host; a leading blank: a row's start.
+                        mixed = "row text mixed into an NCCL_DEBUG line: not recorded"
+                        self.result.warn(mixed, number)
+                    current = self.current
+                    feed(current.debug_facts() if current else self.preamble, raw, number)
+                    continue
+                body = raw.strip()
                 if not body:
                     continue
-            if body[0].isdigit() and "Test" not in body:
-                self._row_line(number, body)
-                continue
-            self._flush_partial()
-            if "FAILED" in body:
-                printed = clipped(raw.strip(), _FAILED_LINE_CHARS)
-                self._touch(number).run.failed_lines.append(NcclFailedLine(printed, number))
-            self._other_line(number, body, hashed)
+                hashed = body[0] == "#"
+                if hashed:
+                    body = body[1:].strip()
+                    if not body:
+                        continue
+                if body[0].isdigit() and "Test" not in body:
+                    self._row_line(number, body)
+                    continue
+                self._flush_partial()
+                if "FAILED" in body:
+                    printed = clipped(raw.strip(), _FAILED_LINE_CHARS)
+                    failed = NcclFailedLine(printed, number)
+                    self._touch(number).run.failed_lines.append(failed)
+                self._other_line(number, body, hashed)
         self._flush_partial()
         self._finish()
-
-    def _blocks(self, text: str) -> Iterator[list[str]]:
-        """`text.splitlines()`, a block of about _BLOCK characters at a time: a list of every
-        line would cost twice the text. Sets `cut_line` before the last block of a capture cut
-        mid-write (no newline at its end: its last row may lack digits; copies pasted from web
-        pages often lack it too, hence the width test in _row)."""
-        count, start = 0, 0
-        while start < len(text):
-            end = text.find("\n", start + _BLOCK)
-            stop = len(text) if end < 0 else end + 1  # a block ends at a line's end
-            lines = text[start:stop].splitlines()
-            start = stop
-            count += len(lines)
-            if start == len(text) and text[-1] not in "\r\n":
-                self.cut_line = count
-            yield lines
 
     def _other_line(self, number: int, body: str, hashed: bool) -> None:
         if footer.read_failure(body, number, lambda: self._touch(number).run):
@@ -382,8 +378,8 @@ class TextReader:
         if problem or row is None:
             self.result.warn(f"row not recorded: {problem}: {quoted(' '.join(tokens))}", number)
             return
-        row.line = number
-        builder.run.rows.append(row)
+        row.numbers[3] = number  # the line
+        builder.run.rows.append_numbers(row.numbers, row.texts, builder.layout.table[0])
 
     def _flush_partial(self) -> None:
         builder = self.current
@@ -419,6 +415,33 @@ class TextReader:
             )
         if not builders:
             self.result.error("no nccl-tests/rccl-tests output found")
+
+
+def text_chunks(text: str) -> Iterator[str]:
+    return (text[start : start + BLOCK] for start in range(0, len(text), BLOCK))
+
+
+def stream_chunks(stream: TextIO) -> Iterator[str]:
+    return iter(lambda: stream.read(BLOCK), "")
+
+
+def line_blocks(chunks: Iterable[str]) -> Iterator[tuple[list[str], bool]]:
+    """The lines of the text `chunks` make, as `text.splitlines()` cuts them, a block of about
+    BLOCK characters at a time (a list of every line would cost twice the text), each block
+    with whether it ends the text cut mid-line (a capture cut mid-write; copies pasted from web
+    pages often lack the last newline too)."""
+    pieces: list[str] = []
+    for chunk in chunks:
+        end = chunk.rfind("\n") + 1  # a block ends at a line's end
+        if not end:  # no line ends here: joined once one does (no text copied again and again)
+            pieces.append(chunk)
+            continue
+        pieces.append(chunk[:end])
+        yield "".join(pieces).splitlines(), False
+        pieces = [chunk[end:]] if end < len(chunk) else []
+    rest = "".join(pieces)
+    if rest:
+        yield rest.splitlines(), rest[-1] != "\r"
 
 
 def _has_content(builder: _Builder) -> bool:

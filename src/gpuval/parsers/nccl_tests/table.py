@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
+from typing import NamedTuple
 
 from gpuval.parsers.text import parse_int, parse_number, quoted
-from gpuval.records.nccl import NcclHalf, NcclRow
+from gpuval.records.nccl import HALVES, NONE_NUMBER, NcclTableLayout, table_layout
 
 _HALF_NAMES = re.compile(r"out-of-place|in-place")
 _KEY_COLUMNS = {
@@ -49,7 +50,17 @@ class Layout:
         classic = {name: index for name, index in at.items() if name in CLASSIC_METRICS}
         return classic, tuple((name, index) for name, index in at.items() if name not in classic)
 
+    @cached_property
+    def table(self) -> tuple[NcclTableLayout, tuple[int, ...]]:
+        """The layout of the NcclTable of these rows, and which of `halves` it stores, in its
+        order (the last of a half printed twice, as setting it twice on a row would keep)."""
+        last = {name: index for index, name in enumerate(self.halves)}
+        stored = tuple(name for name in HALVES if name in last)
+        extra = tuple(name for name, _ in self.places[1])
+        return table_layout(stored, extra), tuple(last[name] for name in stored)
 
+
+@lru_cache(maxsize=256)  # one layout object for all the runs of a log, places read once
 def with_scale(layout: Layout, scale: float) -> Layout:
     return Layout(layout.keys, layout.halves, layout.metrics, layout.timestamp, scale,
                   layout.inferred)  # fmt: skip
@@ -132,10 +143,18 @@ def infer_layout(tokens: list[str]) -> Layout | None:
     return Layout(tuple(keys), halves, metrics, inferred=True)
 
 
+class ParsedRow(NamedTuple):
+    """A table row as NcclTable.append_numbers takes it."""
+
+    numbers: list[float | int]
+    texts: tuple[str | None, str | None, str | None]
+
+
 def parse_row(
     tokens: list[str], layout: Layout, shared: dict[str, int | str]
-) -> tuple[NcclRow | None, str | None]:
-    """A row, or the problem: "partial" (fewer cells than the header) or a description.
+) -> tuple[ParsedRow | None, str | None]:
+    """A row (its line number not set), or the problem: "partial" (fewer cells than the
+    header) or a description.
 
     `shared` maps the key cells read so far (size, count, type, redop) to their one value: a
     log repeats the same few sizes and names in every run, and one object each, rather than one
@@ -143,7 +162,8 @@ def parse_row(
     size = _shared_integer(tokens[0], shared)
     if size is None:
         return None, "size is not an integer"
-    row = NcclRow(size_bytes=size)
+    numbers: list[float | int] = [size, NONE_NUMBER, NONE_NUMBER, NONE_NUMBER]
+    dtype = redop = timestamp = None
     at = 1
     needed = layout.cells + (2 if layout.timestamp else 0)
     for key in layout.keys[1:]:
@@ -151,42 +171,48 @@ def parse_row(
             return None, "partial"
         token = tokens[at]
         if key == "count":
-            row.count = _shared_integer(token, shared)
-            if row.count is None:
+            count = _shared_integer(token, shared)
+            if count is None:
                 return None, f"count {quoted(token)} is not an integer"
+            numbers[1] = count
             at += 1
         elif key == "dtype":
             if is_number(token):
                 return None, f"type {quoted(token)} is a number"
-            row.dtype = _shared_text(token, shared)
+            dtype = _shared_text(token, shared)
             at += 1
         elif key == "redop":
             if not is_number(token):  # alltoall in 2020-era builds prints a blank redop
-                row.redop = _shared_text(token, shared)
+                redop = _shared_text(token, shared)
                 at += 1
         elif key == "root":
             remaining = len(tokens) - at
-            if integer(token) is not None and remaining != needed:
-                row.root = integer(token)
+            root = integer(token)
+            if root is not None and remaining != needed:
+                numbers[2] = root
                 at += 1
     cells = tokens[at:]
     if layout.timestamp and len(cells) >= needed and _is_timestamp(cells[-2:]):
-        row.timestamp = " ".join(cells[-2:])
+        timestamp = " ".join(cells[-2:])
         cells = cells[:-2]
     if len(cells) < layout.cells:
         return None, "partial"
     if len(cells) > layout.cells:
         return None, f"{len(cells)} measurement cells where the header has {layout.cells}"
     per = len(layout.metrics)
-    for index, half_name in enumerate(layout.halves):
+    halves = []
+    for index in range(len(layout.halves)):
         half, problem = _half(cells[index * per : (index + 1) * per], layout)
-        if problem:
+        if half is None:
             return None, problem
-        setattr(row, half_name, half)
-    return row, None
+        halves.append(half)
+    for index in layout.table[1]:
+        numbers += halves[index]
+    return ParsedRow(numbers, (dtype, redop, timestamp)), None
 
 
-def _half(cells: list[str], layout: Layout) -> tuple[NcclHalf | None, str | None]:
+def _half(cells: list[str], layout: Layout) -> tuple[list[float | int] | None, str | None]:
+    """HALF_NUMBERS and the extra columns of one half (None as NONE_NUMBER), or the problem."""
     values: list[float | None]
     try:  # most cells are plain numbers: one pass of float() over them, _number on the others
         values = list(map(float, cells))
@@ -201,17 +227,16 @@ def _half(cells: list[str], layout: Layout) -> tuple[NcclHalf | None, str | None
     time = _at(values, at("time"))
     if time is not None and layout.time_scale != 1.0:
         time = round(time * layout.time_scale, 6)
-    half = NcclHalf(time, _at(values, at("algbw")), _at(values, at("busbw")))
-    half.error = _at(values, at("error"))
+    error, wrong = _at(values, at("error")), None
     if "wrong" in classic:
-        wrong = values[classic["wrong"]]
-        if wrong is not None and wrong == int(wrong):
-            half.wrong = int(wrong)
+        printed = values[classic["wrong"]]
+        if printed is not None and printed == int(printed):
+            wrong = int(printed)
         else:  # a magnitude under a #wrong header: keep it, but it is no count
-            half.error = wrong
-    if extra:
-        half.extra = {name: values[index] for name, index in extra}
-    return half, None
+            error = printed
+    numbers = [time, _at(values, at("algbw")), _at(values, at("busbw")), wrong, error]
+    numbers += [values[index] for _, index in extra]
+    return [NONE_NUMBER if value is None else value for value in numbers], None
 
 
 def _at(values: list[float | None], index: int | None) -> float | None:
