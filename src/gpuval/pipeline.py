@@ -24,8 +24,9 @@ unjudged exit 0, "warn" makes warn exit 1 too (acceptance runs that must be spot
 input never shows a traceback: it is one message saying what to do.
 
 Each raw file is taken from the run's parse cache when it matches the file (gpuval.files.
-parse_cache: the collect after every phase fills it), else parsed: a thousand nodes are not
-parsed again by every report, and the verdict is the same either way.
+parse_cache: the collect after every phase fills it, and so does a report written into its run
+folder), else parsed: a thousand nodes are not parsed again by every report, and the verdict is
+the same either way.
 
 Messages go through `logging` (logger gpuval.pipeline); `report_run` shows them on stderr as
 plain lines, `messages_to` hands them to any other handler.
@@ -293,7 +294,10 @@ def report(
     # time); what they leave behind is collected once it is back on.
     with no_cycle_collection():
         try:
-            folder = read_run_folder(run_dir, cached=True)
+            # Written into the run folder, the report keeps what it parsed in the run's parse
+            # cache too (a report after a gpuval upgrade parses everything once, not every
+            # time); rendered elsewhere (--out: a read-only archive) it leaves RUN_DIR as it is.
+            folder = read_run_folder(run_dir, cached=True, write_back=out_dir is None)
         except RunFolderError as problem:
             log.error("gpuval report: %s", problem)
             return Reported(exit_code("error"), None)
@@ -325,7 +329,10 @@ def report_run(
     webhook_url: str | None = None,
 ) -> int:
     """The command: `report`, its messages on stderr; the exit code (see `exit_code`)."""
-    with messages_to(logging.StreamHandler(sys.stderr)):
+    # The judgement is dropped as soon as its exit code is read, and reference counting frees
+    # it: turning the cycle collector back on while it is alive walked all of it for nothing
+    # (millions of objects at a thousand nodes).
+    with messages_to(logging.StreamHandler(sys.stderr)), no_cycle_collection():
         return report(
             run_dir, out_dir, thresholds_file, quiet, fail_on, profile, baseline,
             prometheus_file, webhook_url,

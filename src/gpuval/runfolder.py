@@ -494,10 +494,12 @@ def _read_host(run_dir: Path, host: str, found: _Reading) -> None:
             found.refuse(str(refused), f"{RAW_DIR}/{host}/")
 
 
-def read_run_folder(run_dir: Path, cached: bool = False) -> RunFolder:
+def read_run_folder(run_dir: Path, cached: bool = False, write_back: bool = False) -> RunFolder:
     """Read and parse a whole run folder; `cached`: each file whose parse cache entry matches
-    is taken from it (`update_parse_cache` fills it). Raises RunFolderError only when it is not
-    one."""
+    is taken from it (`update_parse_cache` fills it); `write_back` (with `cached`): what was
+    parsed is kept there too, host by host, so that the next read finds it (after a gpuval
+    upgrade, the first report parses everything, the next ones do not). Raises RunFolderError
+    only when it is not one."""
     if not run_dir.exists():
         raise RunFolderError(
             f"{run_dir}: no such folder; pass the run folder that holds raw/ "
@@ -520,6 +522,7 @@ def read_run_folder(run_dir: Path, cached: bool = False) -> RunFolder:
         ) from exc
     found = _Reading(diagnostics=diagnostics, caches={} if cached else None)
     present: list[str] = []
+    unwritable = False  # a read-only run folder: tried once, only a slower next read
     for name in names:
         try:
             host_dir = _check_host(run_dir, name)
@@ -541,6 +544,10 @@ def read_run_folder(run_dir: Path, cached: bool = False) -> RunFolder:
             found.diagnostics.append(
                 _error(f"cannot read host folder: {exc.strerror or exc}", f"{RAW_DIR}/{name}")
             )
+        # done with that host: its cache entries are saved (when asked) and let go
+        host_cache = found.caches.pop(name, None) if found.caches is not None else None
+        if host_cache and write_back and not unwritable:
+            unwritable = host_cache.save(quiet=True) is not None
     listed_hosts = [str(h) for h in meta.get("hosts", [])]
     return RunFolder(
         run_dir=run_dir,

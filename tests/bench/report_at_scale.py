@@ -18,7 +18,9 @@ time, its CPU time and its peak resident memory (getrusage of the children) are 
 asserted (a loaded machine is no failure). Twice: cold, every file parsed, as a folder gpuval
 never read; then warm, after every host's files were read ahead into the run's parse cache as
 the collect after each phase does (that reading timed too, in one more child: on a cluster it
-is spread over the phases). The two verdicts must be the same.
+is spread over the phases). Then, as after a gpuval upgrade, the parse cache removed: a report
+into the run folder, which parses everything and keeps it, and the report after it, warm again.
+The verdicts must all be the same.
 
     python -m tests.bench.report_at_scale               # 1,024 nodes
     python -m tests.bench.report_at_scale --quick       # 128 nodes, to iterate
@@ -30,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -37,6 +40,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from gpuval.files.parse_cache import CACHE_DIR
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 SUITE = DATA / "device" / "h100-x1-suite-2026-11-23"
@@ -171,9 +176,11 @@ def timed(command: list[str]) -> Measured:
     )  # fmt: skip
 
 
-def time_report(run: Path, out: Path) -> Measured:
-    """`gpuval report` of `run` in a child process."""
-    return timed([sys.executable, "-m", "gpuval", "report", str(run), "--out", str(out), "--quiet"])
+def time_report(run: Path, out: Path | None) -> Measured:
+    """`gpuval report` of `run` in a child process, into `out` (None: into the run folder, which
+    keeps what it parsed in the parse cache)."""
+    elsewhere = ["--out", str(out)] if out else []
+    return timed([sys.executable, "-m", "gpuval", "report", str(run), *elsewhere, "--quiet"])
 
 
 def figures(measured: Measured) -> str:
@@ -196,7 +203,12 @@ def main(argv: list[str] | None = None) -> int:
         cold = time_report(run, Path(scratch) / "cold")
         read_ahead = timed([sys.executable, "-c", READ_AHEAD, str(run)])
         warm = time_report(run, Path(scratch) / "warm")
-    for measured in (cold, warm):
+        # As after a gpuval upgrade (every cache of other code) with no collect since: the
+        # first report into the run folder parses everything and keeps it, the next one not.
+        shutil.rmtree(run / CACHE_DIR)
+        kept = time_report(run, None)
+        after = time_report(run, None)
+    for measured in (cold, warm, kept, after):
         if measured.exit_status not in (0, 1, 3):  # 2: an error, the report was not written
             print(f"gpuval report failed (exit {measured.exit_status}): {measured.verdict_line}")
             return 1
@@ -204,8 +216,10 @@ def main(argv: list[str] | None = None) -> int:
           f"[targets at {NODES} nodes: {TARGET_SECONDS:g} s, {TARGET_MB:g} MB]:\n"
           f"  cold (every file parsed): {figures(cold)}; {cold.verdict_line}\n"
           f"  read ahead into the parse cache (the collects' share): {figures(read_ahead)}\n"
-          f"  warm (parse cache filled): {figures(warm)}; {warm.verdict_line}")  # fmt: skip
-    if read_ahead.exit_status != 0 or _verdict(cold) != _verdict(warm):
+          f"  warm (parse cache filled): {figures(warm)}; {warm.verdict_line}\n"
+          f"  cold into the run folder, keeping what it parsed: {figures(kept)}\n"
+          f"  the next report (warm from what that one kept): {figures(after)}")  # fmt: skip
+    if read_ahead.exit_status != 0 or len({_verdict(m) for m in (cold, warm, kept, after)}) > 1:
         print(f"the parse cache changed the outcome: read ahead exit {read_ahead.exit_status}"
               f" {read_ahead.verdict_line}")  # fmt: skip
         return 1

@@ -8,6 +8,7 @@ node3's collectives run at half speed, and no pair's interface speed was recorde
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -111,3 +112,27 @@ def test_markup_and_control_characters_from_logs_stay_well_formed(tmp_path: Path
     assert hostile in [s.get("name") for s in root.iter("testsuite")]
     (message,) = [f.get("message") or "" for f in root.iter("failure")]  # the fatal WARN line
     assert "Cuda failure" in message and ']]> & "quoted"' in message and "\x1b" not in message
+
+
+def test_it_is_the_text_elementtree_writes_for_it(judged: RunJudgement) -> None:
+    # junit.xml is written as text for speed: read back and written again by ElementTree
+    # (whose layout CI tools have read so far), it is the same bytes. Every status, and
+    # markup, quotes, tabs and newlines in names and reasons.
+    odd = 'a <b> & "c"\tand\nnext'
+    checks = [
+        dataclasses.replace(check, reason=f"{check.reason} {odd}", check_id=f"{check.check_id}&")
+        for check in judged.checks
+    ]
+    checks[0] = dataclasses.replace(checks[0], status="error")
+    statuses = {check.status for check in checks}
+    assert statuses == {"error", "fail", "unjudged", "warn", "pass"}
+    document = junit_xml(dataclasses.replace(judged, checks=checks, run_id=f"run {odd}"))
+    written_again = ET.tostring(ET.fromstring(document), encoding="utf-8", xml_declaration=True)
+    assert written_again == document
+
+
+def test_a_run_without_hosts_or_checks_is_one_empty_element(judged: RunJudgement) -> None:
+    document = junit_xml(dataclasses.replace(judged, checks=[], host_names=[]))
+    assert document.decode().splitlines()[1].endswith(' skipped="0" />')
+    written_again = ET.tostring(ET.fromstring(document), encoding="utf-8", xml_declaration=True)
+    assert written_again == document

@@ -1,11 +1,12 @@
 """The controller's parse cache (gpuval.files.parse_cache): a run read through it is the run read
 from its files, verdict included; an entry serves only the file it was made from, read by the
 code that made it; a cache from elsewhere runs nothing and is ignored; the collect fills it
-beside raw/, never in it."""
+beside raw/, never in it, and so does a report written into its run folder."""
 
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 import pickle
 import shutil
@@ -16,7 +17,7 @@ import pytest
 
 from gpuval import parsers
 from gpuval.files import parse_cache
-from gpuval.pipeline import judge
+from gpuval.pipeline import judge, report
 from gpuval.records.base import Diagnostic
 from gpuval.records.nccl import NcclHalf, NcclRow, NcclRun, NcclTable
 from gpuval.runfolder import (
@@ -162,6 +163,47 @@ def test_nccl_tests_runs_are_cached_too(tmp_path: Path) -> None:
     run = copied(SAMPLE, tmp_path)
     update_parse_cache(run, "lambda-4xh100")
     assert (run / parse_cache.CACHE_DIR / f"lambda-4xh100{parse_cache.CACHE_SUFFIX}").is_file()
+
+
+def test_a_report_into_its_run_folder_keeps_what_it_parsed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # After a gpuval upgrade every cache is of other code: the first report parses everything
+    # and keeps it, so the next one parses nothing and judges the same.
+    run = copied(SUITE, tmp_path)
+    first = report(run, quiet=True)
+    assert sorted(p.name for p in (run / parse_cache.CACHE_DIR).iterdir()) == sorted(
+        f"{p.name}{parse_cache.CACHE_SUFFIX}" for p in (run / "raw").iterdir()
+    )
+
+    def no_parsing(*_: object, **__: object) -> None:
+        raise AssertionError("parsed although the first report kept it")
+
+    monkeypatch.setattr(parsers, "parse_text", no_parsing)
+    second = report(run, quiet=True)
+    assert first.judgement and second.judgement
+    assert (second.exit_code, second.judgement.checks) == (first.exit_code, first.judgement.checks)
+
+
+def test_a_report_written_elsewhere_leaves_the_run_folder_as_it_was(tmp_path: Path) -> None:
+    run = copied(SAMPLE, tmp_path)
+    before = sorted(p.relative_to(run) for p in run.rglob("*"))
+    report(run, out_dir=tmp_path / "out", quiet=True)
+    assert sorted(p.relative_to(run) for p in run.rglob("*")) == before
+
+
+def test_a_cache_that_cannot_be_written_changes_nothing_and_says_nothing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    run = copied(SAMPLE, tmp_path)
+    expected = report(copied(SAMPLE, tmp_path / "writable"), quiet=True)
+    (run / parse_cache.CACHE_DIR).write_text("not a folder")
+    with caplog.at_level(logging.DEBUG, logger=parse_cache.__name__):
+        reported = report(run, quiet=True)
+    assert reported.judgement and expected.judgement
+    assert reported.exit_code == expected.exit_code
+    assert reported.judgement.checks == expected.judgement.checks
+    assert not [r for r in caplog.records if r.name == parse_cache.__name__]
 
 
 def test_a_cached_nccl_tests_host_reads_back_its_tables(tmp_path: Path) -> None:

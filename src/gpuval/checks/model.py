@@ -14,6 +14,7 @@ Status = Literal["pass", "warn", "unjudged", "fail", "error"]
 
 # Worst first: a run's verdict is the worst status among its checks.
 STATUS_ORDER: tuple[Status, ...] = ("error", "fail", "unjudged", "warn", "pass")
+_RANKS: dict[Status, int] = {status: index for index, status in enumerate(STATUS_ORDER)}
 STATUSES: frozenset[str] = frozenset(get_args(Status))
 
 CLUSTER = "cluster"  # the `host` of checks about the whole cluster (or a link) rather than a node
@@ -34,7 +35,7 @@ Category = Literal[
 
 def rank(status: Status) -> int:
     """0 for the worst status (error), growing towards pass."""
-    return STATUS_ORDER.index(status)
+    return _RANKS[status]
 
 
 def worst(statuses: list[Status]) -> Status:

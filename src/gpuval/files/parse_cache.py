@@ -92,7 +92,7 @@ class HostCache:
             if not stat.S_ISREG(status.st_mode):
                 return {}
             document = _AllowedUnpickler(self.path.read_bytes(), allowed).load()
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # no cache (yet)
             return {}
         except Exception as problem:  # any broken or foreign file: read everything again
             _log.warning("%s: ignored, everything is read again (%s)", self.path, problem)
@@ -116,15 +116,19 @@ class HostCache:
         self.kept[name] = (identity(status), variant, value)
         self.changed = True
 
-    def save(self) -> None:
+    def save(self, quiet: bool = False) -> OutputError | None:
         """The entries used or added (a file gone is dropped), when any was added or dropped;
-        a cache that cannot be written is only a slower next report."""
+        a cache that cannot be written is only a slower next report: the problem is returned
+        (and logged as a warning unless `quiet`)."""
         if not self.changed and len(self.kept) == len(self.found):
-            return
+            return None
         document = {"code": code_digest(), "entries": self.kept}
         with contextlib.suppress(OSError):
             self.path.parent.mkdir(exist_ok=True)
         try:
             write_output(self.path, pickle.dumps(document, protocol=pickle.HIGHEST_PROTOCOL))
         except OutputError as problem:
-            _log.warning("parse cache not written: %s", problem)
+            if not quiet:
+                _log.warning("parse cache not written: %s", problem)
+            return problem
+        return None

@@ -44,20 +44,24 @@ def share(check: Check) -> tuple[float, str] | None:
     return measured / reference, of
 
 
-def _key(check: Check) -> tuple[str, str]:
-    """(check family, cause): the check id and reason with what varies set aside."""
+def _key(check: Check, known: dict[tuple[str, str, str], tuple[str, str]]) -> tuple[str, str]:
+    """(check family, cause): the check id and reason with what varies set aside; `known`: the
+    keys found so far (a thousand hosts share a few hundred once their names are set aside)."""
     family, cause = check.check_id, check.reason
     if check.host != CLUSTER:
         family, cause = family.replace(check.host, VARYING), cause.replace(check.host, VARYING)
-    prefix, _, subject = check.check_id.rpartition(".")
+    found = known.get((check.check_id, family, cause))
+    if found is None:
+        found = known[check.check_id, family, cause] = _set_aside(check.check_id, family, cause)
+    return found
+
+
+def _set_aside(check_id: str, family: str, cause: str) -> tuple[str, str]:
+    """The check's subject (when the reason names it) and the numbers set aside."""
+    prefix, _, subject = check_id.rpartition(".")
     if prefix and len(subject) >= 3 and subject in cause:  # the reason names the check's subject
         family, cause = f"{prefix}.{VARYING}", cause.replace(subject, VARYING, 1)
     return NUMBER.sub("#", family), NUMBER.sub("#", cause)
-
-
-def _worst_first(check: Check) -> tuple[float, tuple[list[int | str], str]]:
-    found = share(check)
-    return (found[0] if found else float("inf"), natural_key(check.host))
 
 
 @dataclass(frozen=True)
@@ -98,10 +102,17 @@ class Finding:
 def group_findings(checks: list[Check]) -> list[Finding]:
     """Findings worst status first, then those on the most hosts."""
     grouped: dict[tuple[Status, str, str], list[Check]] = {}
+    known: dict[tuple[str, str, str], tuple[str, str]] = {}
     for check in checks:
-        grouped.setdefault((check.status, *_key(check)), []).append(check)
+        grouped.setdefault((check.status, *_key(check, known)), []).append(check)
+    host_keys = {host: natural_key(host) for host in {check.host for check in checks}}
+
+    def worst_first(check: Check) -> tuple[float, tuple[list[int | str], str]]:
+        found = share(check)
+        return (found[0] if found else float("inf"), host_keys[check.host])
+
     findings = [
-        Finding(status, family, sorted(members, key=_worst_first))
+        Finding(status, family, sorted(members, key=worst_first))
         for (status, family, _), members in grouped.items()
     ]
     return sorted(

@@ -169,8 +169,11 @@ def node_health(judgement: RunJudgement) -> tuple[list[tuple[str, str]], list[He
     """The node health table: the subjects some host has a check of (key, title), and per host
     the worst check of each subject, worst hosts first."""
     grouped: dict[tuple[str, str], list[Check]] = {}
+    subjects_of: dict[str, str | None] = {}  # by check id: a thousand hosts share them
     for check in judgement.checks:
-        subject = health_subject(check.check_id)
+        if check.check_id not in subjects_of:
+            subjects_of[check.check_id] = health_subject(check.check_id)
+        subject = subjects_of[check.check_id]
         if subject and check.host != CLUSTER:
             grouped.setdefault((check.host, subject), []).append(check)
     subjects = [(key, title) for key, title in HEALTH_SUBJECTS

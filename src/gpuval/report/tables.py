@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from operator import attrgetter
 
 from gpuval.judgement.model import Cell, MeasurementRow
@@ -21,8 +21,6 @@ MEASUREMENT_COLUMNS = [
 ]  # fmt: skip
 # The row's attribute of each column: "try" is `attempt`.
 ROW_FIELDS = [("attempt" if c == "try" else c) for c in MEASUREMENT_COLUMNS]
-# A row's cells in column order, read in one call (a thousand nodes have millions of rows).
-_row_cells = attrgetter(*ROW_FIELDS)
 INTEGER_COLUMNS = frozenset(
     {"nranks", "size_bytes", "count", "wrong", "src", "dst", "line", "run", "try"}
 )
@@ -72,20 +70,43 @@ def column_cells(values: Sequence[Cell], integers: bool = False) -> Sequence[Cel
     return [inert.get(v, v) if isinstance(v, str) else v for v in values] if inert else values
 
 
+# The one-field rows that `_field_text` writes its cells into.
+_FIELD = io.StringIO()
+_FIELD_WRITER = csv.writer(_FIELD, lineterminator="\n")
+
+
+def _field_text(value: Cell) -> str:
+    """`value` as csv.writer writes it as a field of a row (quoted only when it must be)."""
+    _FIELD.seek(0)
+    _FIELD.truncate()
+    _FIELD_WRITER.writerow((value, None))  # two fields: a lone empty one is written '""'
+    return _FIELD.getvalue()[:-2]
+
+
+def column_texts(cells: Sequence[Cell]) -> Iterator[str]:
+    """One column's cells (from `column_cells`) as the text csv.writer writes for them, each
+    distinct text or integer written once (a column holds few: hosts, files, sizes, lines);
+    floats each with repr, as csv.writer does (-0.0 equals 0.0, so they are not shared). Made
+    as they are read: a thousand nodes' columns of text would be 100 MB more at the peak."""
+    kinds = set(map(type, cells))
+    if kinds <= {str, int, type(None)} and not {str, int} <= kinds:
+        written = {value: _field_text(value) for value in set(cells)}
+        return map(written.__getitem__, cells)
+    if kinds <= {float, type(None)}:
+        return ("" if value is None else repr(value) for value in cells)
+    return map(_field_text, cells)
+
+
 def measurements_csv(rows: list[MeasurementRow]) -> str:
     """The content of measurements.csv: the measurement rows in long format, exactly as printed
-    (no averaging, no dropping), every text cell inert in a spreadsheet."""
-    columns = list(zip(*map(_row_cells, rows), strict=True)) or [()] * len(MEASUREMENT_COLUMNS)
+    (no averaging, no dropping), every text cell inert in a spreadsheet; what csv.writer writes
+    (None: an empty cell; a float: its repr), put together column by column."""
+    texts = [
+        column_texts(column_cells(list(map(attrgetter(field), rows)), name in INTEGER_COLUMNS))
+        for name, field in zip(MEASUREMENT_COLUMNS, ROW_FIELDS, strict=True)
+    ]
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")  # None: an empty cell; a float: its repr
-    writer.writerow(MEASUREMENT_COLUMNS)
-    writer.writerows(
-        zip(
-            *(
-                column_cells(column, name in INTEGER_COLUMNS)
-                for name, column in zip(MEASUREMENT_COLUMNS, columns, strict=True)
-            ),
-            strict=True,
-        )
-    )
+    out.write(",".join(MEASUREMENT_COLUMNS) + "\n")
+    # line by line into the buffer: a list of a million lines would be 100 MB more at the peak
+    out.writelines(f"{line}\n" for line in map(",".join, zip(*texts, strict=True)))
     return out.getvalue()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+from json.encoder import encode_basestring
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +22,29 @@ __all__ = ["report_files", "write_report_files"]
 _LEAF = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
 
 
+def _leaf(value: Any) -> str:
+    """A value that is no container to lay out, as json writes it: the plain types directly
+    (a hundred thousand leaves at a thousand nodes), the rest (NaN: refused) by the encoder."""
+    kind = type(value)
+    if kind is str:
+        return encode_basestring(value)
+    if kind is int:
+        return int.__repr__(value)
+    if kind is float and math.isfinite(value):
+        return float.__repr__(value)
+    if value is None:
+        return "null"
+    return _LEAF.encode(value)
+
+
 def indented_json(value: Any, depth: int = 0) -> str:
     """`json.dumps(value, indent=2, ensure_ascii=False, allow_nan=False)`, character for
-    character: containers laid out here, everything else written by the C encoder."""
-    if isinstance(value, dict) and value and all(isinstance(key, str) for key in value):
+    character: containers laid out here, everything else written as json writes it."""
+    if isinstance(value, dict) and value and all(type(key) is str for key in value):
         inner = "\n" + "  " * (depth + 1)
-        members = (f"{_LEAF.encode(k)}: {indented_json(v, depth + 1)}" for k, v in value.items())
+        members = (
+            f"{encode_basestring(k)}: {indented_json(v, depth + 1)}" for k, v in value.items()
+        )
         return "{" + inner + ("," + inner).join(members) + "\n" + "  " * depth + "}"
     if isinstance(value, (list, tuple)) and value:
         inner = "\n" + "  " * (depth + 1)
@@ -34,7 +53,7 @@ def indented_json(value: Any, depth: int = 0) -> str:
     if isinstance(value, dict) and value:  # keys json turns into text: its own layout, moved in
         text = json.dumps(value, indent=2, ensure_ascii=False, allow_nan=False)
         return text.replace("\n", "\n" + "  " * depth)
-    return _LEAF.encode(value)
+    return _leaf(value)
 
 
 def report_files(judgement: RunJudgement) -> dict[str, str | bytes]:
