@@ -375,6 +375,17 @@ def snapshot(base: Path) -> dict[str, bytes | str]:
 HISTORY = {"history.sqlite", "history.sqlite-journal"}
 
 
+def parse_cache_entries(paths: set[str]) -> set[str]:
+    """The controller's own parse cache (run/parse-cache/<host>.pickle, beside raw/, never in
+    it): a report into the run folder keeps what it parsed there, one plain file per host."""
+    return {
+        path for path in paths
+        if path == "run/parse-cache"
+        or (path.startswith("run/parse-cache/") and "/" not in path.removeprefix("run/parse-cache/")
+            and path.endswith(".pickle"))
+    }  # fmt: skip
+
+
 @settings(
     max_examples=40,
     deadline=None,
@@ -391,7 +402,9 @@ def test_a_hostile_run_folder_is_judged_without_reading_outside_it(hostile: Host
 
         # never writes outside the run folder (but the reports folder's history), nor into raw/
         changed = {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
-        assert changed <= {f"run/{name}" for name in OUTPUTS} | HISTORY
+        assert (
+            changed - parse_cache_entries(changed) <= {f"run/{name}" for name in OUTPUTS} | HISTORY
+        )
         # never reads outside the host's own folder: no planted secret reaches any output
         assert_nothing_leaked(base, reported)
         # every output written whole
