@@ -36,6 +36,14 @@ def test_salloc_asks_for_the_nodes_whole_without_a_shell_and_waits_a_bounded_tim
     assert allocation.release_command("42") == ["scancel", "42"]
 
 
+def test_the_time_limit_is_the_plan_s_prediction_with_the_batch_job_s_margin() -> None:
+    # 3600 s predicted: 3600 * 1.25 + the 360 s stop notice = 4860 s, 81 minutes, as for
+    # `gpuval run --slurm`'s job (gpuval.slurm.batch.time_limit_minutes).
+    assert allocation.time_limit(None, 3600.0) == 81
+    assert allocation.time_limit(90, 3600.0) == 90
+    assert allocation.time_limit(None, None) is None
+
+
 def test_the_job_id_is_salloc_s_granted_allocation() -> None:
     # Slurm 22.05's salloc --no-shell, on its standard error (tests/simhosts/slurm.py's cluster).
     assert allocation.granted_job("salloc: Granted job allocation 3\n") == "3"
