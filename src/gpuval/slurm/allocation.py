@@ -3,11 +3,11 @@ launcher is Slurm (`gpuval_launcher: slurm`, gpuval.plan.mpirun.srun_command).
 
 `salloc --no-shell` asks for the run's nodes by name and returns as soon as Slurm grants them
 (https://slurm.schedmd.com/salloc.html): whole nodes (`--exclusive`), for the run's time limit
-(`--time`, gpuval plan's prediction and the batch job's margin when given), in the partition and QOS the user names, and
-at most `--immediate` seconds of waiting, so that a busy cluster fails the request instead of
-holding the run. A node Slurm cannot give now (drained, down, held by a job) is left out of the
-request and reported not tested, as is a node the granted job lacks; never passed. `scancel`
-releases the allocation at the end of the run.
+(`--time`: gpuval plan's prediction with the batch job's margin, when given), in the partition
+and QOS the user names, and at most `--immediate` seconds of waiting, so that a busy cluster
+fails the request instead of holding the run. A node Slurm cannot give now (drained, down, held
+by a job) is left out of the request and reported not tested, as is a node the granted job
+lacks; never passed. `scancel` releases the allocation at the end of the run.
 """
 
 from __future__ import annotations
