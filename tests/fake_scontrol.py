@@ -1,6 +1,7 @@
 """A stand-in `scontrol` for the Slurm tests: it writes each call's arguments (one JSON list a
 line) to $FAKE_SCONTROL_LOG and answers `show nodes` and `show reservation` with outputs a real
-Slurm recorded (tests/data/slurm/), as the Slurm it plays would: with $FAKE_SCONTROL_JSON
+Slurm recorded (tests/data/slurm/), `show job N` with the file N of $FAKE_SCONTROL_JOBS (the
+fake salloc writes it), as the Slurm it plays would: with $FAKE_SCONTROL_JSON
 unset, `--json` is refused as Slurm 22.05's scontrol refuses it. `update` succeeds, except for
 the nodes named in $FAKE_SCONTROL_REFUSE (comma separated); with $FAKE_SCONTROL_DOWN set, every
 call fails as when the controller cannot be reached."""
@@ -33,6 +34,8 @@ elif words[:2] == ["show", "nodes"]:
         name = line.split()[0].removeprefix("NodeName=")
         if wanted is None or name in wanted:
             print(line)
+elif words[:2] == ["show", "job"]:
+    sys.stdout.write(open(os.path.join(os.environ["FAKE_SCONTROL_JOBS"], words[2])).read())
 elif words[:2] == ["show", "reservation"]:
     sys.stdout.write(open(os.environ["FAKE_SCONTROL_RESERVATION"]).read())
 elif words[:1] == ["update"]:

@@ -35,8 +35,13 @@ options:
   job_name: {description: Slurm job name., type: str, default: gpuval}
   partition: {description: Slurm partition (else the cluster's default)., type: str}
   qos: {description: Slurm QOS., type: str}
-  time_minutes: {description: Time limit (gpuval plan's prediction); none is the partition's.,
-                 type: int}
+  time_minutes: {description: Time limit in minutes; overrides O(predicted_s)., type: int}
+  predicted_s:
+    description:
+      - The run's predicted seconds (gpuval plan's C(total_s)); the time limit is that and the
+        margin of a C(gpuval run --slurm) job (gpuval.slurm.batch.time_limit_minutes).
+      - With neither this nor O(time_minutes), the partition's limit applies.
+    type: float
   gpus_per_node: {description: GPUs to ask for on each node (C(--gpus-per-node))., type: int}
   wait_s:
     description: Seconds salloc waits for the nodes before it gives up (C(--immediate)).
@@ -51,7 +56,7 @@ EXAMPLES = r"""
   gpuval_slurm_allocation:
     hosts: "{{ groups['gpu_nodes'] }}"
     job_name: "gpuval-{{ gpuval_run_id }}"
-    time_minutes: 90
+    predicted_s: 4180.5  # gpuval plan's total_s
     qos: scavenger
   run_once: true
   delegate_to: localhost
@@ -86,6 +91,7 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "partition": {"type": "str"},
     "qos": {"type": "str"},
     "time_minutes": {"type": "int"},
+    "predicted_s": {"type": "float"},
     "gpus_per_node": {"type": "int"},
     "wait_s": {"type": "int", "default": 60},
 }
@@ -119,7 +125,8 @@ class ActionModule(ActionBase):
             }
             request = slurm.AllocationRequest(
                 nodes=tuple(node_of), job_name=args["job_name"], partition=args["partition"],
-                qos=args["qos"], time_minutes=args["time_minutes"],
+                qos=args["qos"],
+                time_minutes=slurm.time_limit(args["time_minutes"], args["predicted_s"]),
                 gpus_per_node=args["gpus_per_node"], wait_s=args["wait_s"],
             )  # fmt: skip
             if self._task.check_mode:

@@ -4,12 +4,17 @@ tested, never passed."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
+from tests import fake_salloc, fake_scontrol
 
 from gpuval.slurm import allocation
 from gpuval.slurm.allocation import AllocationRequest, SlurmCommandError
 from gpuval.slurm.nodes import SlurmNode
+from gpuval.slurm.scontrol import show_nodes
+
+OUTPUTS = Path(__file__).resolve().parent.parent / "data" / "slurm"
 
 
 def node(name: str, *states: str, reason: str = "") -> SlurmNode:
@@ -34,6 +39,14 @@ def test_salloc_asks_for_the_nodes_whole_without_a_shell_and_waits_a_bounded_tim
     ]  # fmt: skip
     assert allocation.salloc_command(REQUEST)[-1] == "--immediate=60"
     assert allocation.release_command("42") == ["scancel", "42"]
+
+
+def test_the_time_limit_is_the_plan_s_prediction_with_the_batch_job_s_margin() -> None:
+    # 3600 s predicted: 3600 * 1.25 + the 360 s stop notice = 4860 s, 81 minutes, as for
+    # `gpuval run --slurm`'s job (gpuval.slurm.batch.time_limit_minutes).
+    assert allocation.time_limit(None, 3600.0) == 81
+    assert allocation.time_limit(90, 3600.0) == 90
+    assert allocation.time_limit(None, None) is None
 
 
 def test_the_job_id_is_salloc_s_granted_allocation() -> None:
@@ -90,3 +103,24 @@ def test_nothing_to_ask_for_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None
     with pytest.raises(SlurmCommandError, match="no node Slurm can give now"):
         allocation.allocate(AllocationRequest(("gpu2", "gpu3"), "gpuval-r1"), KNOWN)
     assert asked == []
+
+
+def test_slurm_s_clients_grant_the_idle_node_for_the_plan_s_time_and_release_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Slurm 22.05's nodes as recorded: gpu1 idle, gpu2 drained by a person.
+    environment = fake_salloc.install(tmp_path, fake_scontrol.install(tmp_path, OUTPUTS))
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    request = AllocationRequest(("gpu1", "gpu2"), "gpuval-r1", time_minutes=81)
+    granted = allocation.allocate(request, show_nodes("gpu1,gpu2"))
+    allocation.release(granted.job_id)
+    assert granted == allocation.Allocation(
+        fake_salloc.JOB_ID,
+        ("gpu1",),
+        {"gpu2": "UNKNOWN+DRAIN+NOT_RESPONDING (disk replacement, ticket 4711)"},
+    )
+    salloc, scancel = fake_salloc.calls(tmp_path)
+    assert salloc["argv"][2:4] == ["--nodelist=gpu1", "--nodes=1"]
+    assert salloc["argv"][-1] == "--time=81"
+    assert scancel == {"program": "scancel", "argv": [fake_salloc.JOB_ID]}

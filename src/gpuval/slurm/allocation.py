@@ -3,11 +3,11 @@ launcher is Slurm (`gpuval_launcher: slurm`, gpuval.plan.mpirun.srun_command).
 
 `salloc --no-shell` asks for the run's nodes by name and returns as soon as Slurm grants them
 (https://slurm.schedmd.com/salloc.html): whole nodes (`--exclusive`), for the run's time limit
-(`--time`, gpuval plan's prediction when given), in the partition and QOS the user names, and
-at most `--immediate` seconds of waiting, so that a busy cluster fails the request instead of
-holding the run. A node Slurm cannot give now (drained, down, held by a job) is left out of the
-request and reported not tested, as is a node the granted job lacks; never passed. `scancel`
-releases the allocation at the end of the run.
+(`--time`: gpuval plan's prediction with the batch job's margin, when given), in the partition
+and QOS the user names, and at most `--immediate` seconds of waiting, so that a busy cluster
+fails the request instead of holding the run. A node Slurm cannot give now (drained, down, held
+by a job) is left out of the request and reported not tested, as is a node the granted job
+lacks; never passed. `scancel` releases the allocation at the end of the run.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from gpuval.slurm.batch import time_limit_minutes
 from gpuval.slurm.nodes import SlurmNode, expand_hostlist
 from gpuval.slurm.scontrol import SCONTROL, TIMEOUT_S, SlurmCommandError, printable
 
@@ -59,6 +60,14 @@ def unusable_nodes(wanted: Sequence[str], known: Sequence[SlurmNode]) -> dict[st
             detail = f" ({node.reason})" if node.reason else ""
             reasons[name] = f"{'+'.join(node.states)}{detail}"
     return reasons
+
+
+def time_limit(time_minutes: int | None, predicted_s: float | None) -> int | None:
+    """The request's `--time`: the minutes given, else gpuval plan's prediction with the batch
+    job's margin (time_limit_minutes), else none (the partition's limit)."""
+    if time_minutes:
+        return time_minutes
+    return time_limit_minutes(predicted_s) if predicted_s else None
 
 
 def salloc_command(request: AllocationRequest) -> list[str]:
