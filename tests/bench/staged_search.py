@@ -66,6 +66,12 @@ def flagged(run: PlaybookRun) -> list[str]:
     })  # fmt: skip
 
 
+def load() -> str:
+    """The machine's load averages (1, 5, 15 min) beside each figure: a loaded controller
+    stretches every round."""
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
 def predicted_seconds(hosts: list[str], variables: dict[str, object], bad: int) -> float:
     """What `gpuval plan` predicts for the pair phase of this run (no GPU, no rail, no history:
     the documented defaults): the phase, plus what each of the `bad` faulty nodes adds."""
@@ -100,7 +106,10 @@ def main() -> None:
             "acceptance.yml", inventory, work / "reports", "install",
             {**variables, "bench_pairs_mode": "staged"},
         )  # fmt: skip
-        record(f"acceptance.yml, {arguments.hosts} hosts, install run: {first.seconds:.1f} s")
+        record(
+            f"acceptance.yml, {arguments.hosts} hosts, install run: {first.seconds:.1f} s "
+            f"(load {load()})"
+        )
         for name in arguments.bad:
             faults.throttle(cluster.host(name), THROTTLE)
         for mode in ("staged", "all-pairs"):
@@ -114,7 +123,7 @@ def main() -> None:
                 names, {**variables, "bench_pairs_mode": mode}, len(arguments.bad)
             )
             found[mode] = {
-                "wall_s": round(run.seconds, 1), "planned_s": round(plan_s, 1),
+                "wall_s": round(run.seconds, 1), "planned_s": round(plan_s, 1), "load": load(),
                 "pair_rounds": rounds,
                 "search_stages": stages[-1] if stages else None, "flagged": nodes,
                 "exit": run.returncode,
@@ -123,7 +132,7 @@ def main() -> None:
                 f"pair phase, {arguments.hosts} hosts, {mode}, {', '.join(arguments.bad)} "
                 f"throttled to {THROTTLE}: {run.seconds:.1f} s, {rounds} pair round(s), the "
                 f"report flags {', '.join(nodes) or 'none'} (exit {run.returncode}); gpuval plan "
-                f"predicted {plan_s:.1f} s"
+                f"predicted {plan_s:.1f} s (load {load()})"
             )
     found["predicted_staged_rounds"] = predicted.rounds
     print(json.dumps(found, indent=2))
