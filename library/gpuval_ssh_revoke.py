@@ -24,7 +24,7 @@ description:
     with O(key_comment_prefix) followed by C(-) (this run's key and any an unfinished earlier run
     left), the files O(key_names) of C(~/.ssh), and the block of C(~/.ssh/config) between
     C(# BEGIN <config_marker>) and C(# END <config_marker>).
-  - A C(# BEGIN) line without its C(# END) after it (a hand-edited config) is refused: the
+  - A C(# BEGIN) line without its C(# END) after it (a hand-edited config) is refused. The
     module fails naming the file and the marker and changes nothing, since where the block ends
     can no longer be told from the user's own lines.
   - The prefix is matched as text, never as a pattern. A file that is a symbolic link is
