@@ -60,6 +60,18 @@ def test_16_nodes_all_pairs_round_by_round() -> None:
     assert pairs_phase(estimate).total_s == pytest.approx(4 + 15 * one_round)
 
 
+def test_over_forks_hosts_a_round_runs_its_torchrun_pairs_once_and_the_rest_in_waves() -> None:
+    """100 nodes, 50 forks: a round's synchronous tasks (iperf3 and ib_write_bw clients, mpirun)
+    run on 50 hosts at a time, two waves; the torch all-reduce pairs are started at once on
+    every host and waited for, so they run once."""
+    estimate = duration.estimate(shape(100), {**DEFAULTS, "bench_pairs_mode": "all-pairs"}, {})
+    in_waves = 22 + (NCCL_1G_S + 0.2) + 2 * 7 + 10
+    assert estimate.pair_rounds == 99
+    assert pairs_phase(estimate).total_s == pytest.approx(4 * 2 + 99 * (2 * in_waves + 15))
+    # A faulty node's repeats: one more round of the same.
+    assert estimate.fault_s == pytest.approx(2 * (2 * in_waves + 15))
+
+
 def test_rails_in_parallel_cost_one_rail_per_memory() -> None:
     sequential = duration.estimate(shape(16), ALL_PAIRS_RAIL_BY_RAIL, {})
     parallel = duration.estimate(
@@ -83,7 +95,11 @@ def all_nodes_s(size: int) -> float:
 def test_staged_at_1024_nodes_is_the_all_nodes_test_plus_the_searchs_own_rounds() -> None:
     estimate = duration.estimate(shape(1024), {**DEFAULTS, "bench_pairs_mode": "staged"}, {})
     waves = 21  # 1024 hosts, 50 forks
-    assert pairs_phase(estimate).total_s == pytest.approx(4 * waves + all_nodes_s(1024))
+    # The screen: every node started at once, so one all-nodes run; Ansible's 4 s for the phase
+    # and 10 s for the round (start, wait, collect) once per wave of 50.
+    assert pairs_phase(estimate).total_s == pytest.approx(
+        4 * waves + all_nodes_s(1024) + 10 * waves
+    )
     # One bad node: after the screen, 9 rounds of groups (both halves of the failing group at
     # once: groups of 512 ... 2, 1024 ... 4 hosts, Ansible's 10 s in waves of 50), then the two
     # suspects of the last pair meet two partners each in two rounds of two pairs.
