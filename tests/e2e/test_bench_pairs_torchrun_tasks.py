@@ -13,16 +13,14 @@ every node of its group (`--nnodes`, keyed by `--master-addr`) has started withi
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 from gpuval.plan import pair_rounds, steps
 from gpuval.plan.pair_plan import NodeFacts, PairPlan, PairSettings
+from tests.e2e.local_playbook import REPO, run_locally
 
-REPO = Path(__file__).resolve().parents[2]
 HOSTS = ["node1", "node2", "node3", "node4"]
 FORKS = 2
 
@@ -58,9 +56,8 @@ def torchrun_plan(tmp_path: Path) -> PairPlan:
 
 def run_tasks(tmp_path: Path, tasks: str, variables: dict[str, Any]) -> None:
     run_dir = tmp_path / "run"
-    playbook = tmp_path / "play.yml"
-    playbook.write_text(json.dumps([{
-        "name": "torchrun tasks", "hosts": ",".join(HOSTS), "gather_facts": False,
+    completed = run_locally(tmp_path, HOSTS, {
+        "name": "torchrun tasks", "gather_facts": False,
         "vars": {
             **variables, "gpuval_node_run_dir": str(run_dir / "node" / "{{ inventory_hostname }}"),
             "bench_pairs_peer_dir": str(tmp_path / "peers" / "{{ inventory_hostname }}"),
@@ -70,23 +67,7 @@ def run_tasks(tmp_path: Path, tasks: str, variables: dict[str, Any]) -> None:
         "tasks": [{"name": "Run them", "ansible.builtin.include_tasks": str(
             REPO / "roles/bench_pairs/tasks" / tasks
         )}],
-    }]))  # fmt: skip
-    config = tmp_path / "ansible.cfg"  # none of the repository's (inventory, fact cache)
-    config.write_text(f"[defaults]\nforks = {FORKS}\n")
-    inventory = tmp_path / "hosts.ini"
-    inventory.write_text(
-        "\n".join(HOSTS) + f"\n[all:vars]\nansible_connection=local\n"
-        f"ansible_python_interpreter={sys.executable}\n"
-    )
-    completed = subprocess.run(
-        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory),
-         str(playbook)],
-        capture_output=True, text=True, timeout=400, check=False,
-        env={**os.environ, "ANSIBLE_CONFIG": str(config), "ANSIBLE_LIBRARY": str(REPO / "library"),
-             "ANSIBLE_ACTION_PLUGINS": str(REPO / "plugins/action"),
-             "ANSIBLE_LOCAL_TEMP": str(tmp_path / "tmp"),
-             "ANSIBLE_ASYNC_DIR": str(tmp_path / "async")},
-    )  # fmt: skip
+    }, forks=FORKS)  # fmt: skip
     assert completed.returncode == 0, completed.stdout + completed.stderr
 
 
