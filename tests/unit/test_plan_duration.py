@@ -60,16 +60,19 @@ def test_16_nodes_all_pairs_round_by_round() -> None:
     assert pairs_phase(estimate).total_s == pytest.approx(4 + 15 * one_round)
 
 
-def test_over_forks_hosts_a_round_runs_its_torchrun_pairs_once_and_the_rest_in_waves() -> None:
-    """100 nodes, 50 forks: a round's synchronous tasks (iperf3 and ib_write_bw clients, mpirun)
-    run on 50 hosts at a time, two waves; the torch all-reduce pairs are started at once on
-    every host and waited for, so they run once."""
-    estimate = duration.estimate(shape(100), {**DEFAULTS, "bench_pairs_mode": "all-pairs"}, {})
-    in_waves = 22 + (NCCL_1G_S + 0.2) + 2 * 7 + 10
-    assert estimate.pair_rounds == 99
-    assert pairs_phase(estimate).total_s == pytest.approx(4 * 2 + 99 * (2 * in_waves + 15))
-    # A faulty node's repeats: one more round of the same.
-    assert estimate.fault_s == pytest.approx(2 * (2 * in_waves + 15))
+@pytest.mark.parametrize(("nodes", "turns"), [(100, 1), (102, 2), (200, 2)])
+def test_over_forks_pairs_a_round_runs_in_turns_and_ansible_in_waves(
+    nodes: int, turns: int
+) -> None:
+    """50 forks: a round's pairs in turns of at most 50 pairs (the first sides' clients in one
+    wave each), every kind once a turn; Ansible's own part once per wave of 50 hosts."""
+    estimate = duration.estimate(shape(nodes), {**DEFAULTS, "bench_pairs_mode": "all-pairs"}, {})
+    kinds = 22 + 15 + (NCCL_1G_S + 0.2) + 2 * 7
+    waves = math.ceil(nodes / 50)
+    one_round = turns * kinds + waves * 10
+    assert estimate.pair_rounds == nodes - 1
+    assert pairs_phase(estimate).total_s == pytest.approx(4 * waves + (nodes - 1) * one_round)
+    assert estimate.fault_s == pytest.approx(2 * one_round)  # two more tries of a round
 
 
 def test_rails_in_parallel_cost_one_rail_per_memory() -> None:

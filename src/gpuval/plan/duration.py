@@ -9,9 +9,9 @@ phase costs its rounds: all pairs (the circle schedule: N-1 rounds, N for odd N)
 all-nodes test, then for each faulty node the search's own rounds: gpuval.plan.group_testing
 plays it against one bad node, each group round priced as its largest group's all-nodes test,
 each confirmation round as a round of pairs). Torchruns (group tests, all-reduce pairs) are
-started on every host at once and waited for, so they run once whatever forks is; Ansible's
-own part of a round, and the synchronous tasks of the other kinds, run once per wave. A hung
-step costs its timeout: the plan lists each step's.
+started on every host at once and waited for; a round of more pairs than forks runs in turns of
+forks pairs (a turn's clients in one wave), each kind once a turn, and Ansible's own part of a
+round once per wave of forks hosts. A hung step costs its timeout: the plan lists each step's.
 """
 
 from __future__ import annotations
@@ -407,18 +407,20 @@ def _pairs_phase(p: _Planner, plan: steps.RunPlan, mode: str) -> tuple[PhaseCost
         "all-pairs": all_pairs_rounds(shape.nodes, v.flag("bench_pairs_parallel", "true") == "true")
     }
 
-    def kind_waves(kind: StepCost, waves: int) -> int:
-        """A kind's synchronous tasks run once per wave of `forks` hosts; the torchrun pairs are
-        started at once and waited for (gpuval.plan.pair_plan.started_at_once): they run once."""
-        return 1 if kind.key.startswith("pair-allreduce") else waves
+    def turns(hosts: int) -> int:
+        """A round's turns, one after another (gpuval.plan.pair_rounds.rounds_of_at_most: at
+        most `forks` pairs each, so each turn's clients run in one wave): every kind runs once
+        a turn, its torchruns started at once (gpuval.plan.pair_plan.started_at_once)."""
+        return batches(max(hosts // 2, 1), shape.forks)
 
-    def round_s(waves: int) -> float:
-        """One round of pairs over `waves` waves of hosts, Ansible's part once a wave."""
-        return sum(k.total_s * kind_waves(k, waves) for k in kinds) + round_fixed * waves
+    def round_s(hosts: int) -> float:
+        """One round of pairs over `hosts`: its kinds once a turn, Ansible's part once a wave."""
+        kinds_s = sum(k.total_s for k in kinds)
+        return kinds_s * turns(hosts) + round_fixed * batches(hosts, shape.forks)
 
     def pair_rounds(rounds: int) -> list[StepCost]:
-        """`rounds` rounds of pairs, each in waves of `forks` hosts."""
-        body = [replace(k, count=k.count * rounds * kind_waves(k, round_waves)) for k in kinds]
+        """`rounds` rounds of pairs over every node."""
+        body = [replace(k, count=k.count * rounds * turns(shape.nodes)) for k in kinds]
         overhead = "per round: Ansible and the collect"
         body.append(
             StepCost(
@@ -432,7 +434,7 @@ def _pairs_phase(p: _Planner, plan: steps.RunPlan, mode: str) -> tuple[PhaseCost
         rounds = scale["all-pairs"]
         body = pair_rounds(rounds)
         note = f"all pairs: {rounds} round(s) of {shape.nodes // 2} pair(s) at once"
-        repeats = round_s(round_waves) * (plan.pairs_max_tries - 1)
+        repeats = round_s(shape.nodes) * (plan.pairs_max_tries - 1)
         return PhaseCost("pairs", (p.overhead("pairs"), *body), note), rounds, repeats
     sizes = " ".join(
         f"--{n}-bytes {v.text(f'bench_pairs_allreduce_{n}_bytes', d)}"
@@ -463,7 +465,7 @@ def _pairs_phase(p: _Planner, plan: steps.RunPlan, mode: str) -> tuple[PhaseCost
     fault = sum(
         all_nodes(largest).total_s + round_fixed * batches(tested, shape.forks)
         if kind == "groups"
-        else round_s(batches(tested, shape.forks))
+        else round_s(tested)
         for kind, tested, largest in played.stages[1:]
     )
     groups, pairs = played.group_rounds - int(not by_pairs), played.pair_rounds - int(by_pairs)
