@@ -268,3 +268,11 @@ def test_a_malformed_health_level_is_a_usage_error_naming_its_key(
     arguments = ["plan", "--nodes", "2", "--gpus-per-node", "8", "--reports", str(tmp_path)]
     assert main([*arguments, "-e", extra]) == 2
     assert named in capsys.readouterr().err
+
+
+def test_a_screen_by_pairs_is_followed_by_the_confirmation_pairs_only() -> None:
+    """Without the all-reduce the screen is a round of disjoint pairs; one faulty node then
+    costs its failed pair's two nodes meeting two partners each: two rounds of pairs, no group."""
+    variables = {**DEFAULTS, "bench_pairs_mode": "staged", "bench_pairs_allreduce": False}
+    note = pairs_phase(duration.estimate(shape(32), variables, {})).note
+    assert "adds 2 round(s) of the search (0 of groups, 2 of pairs" in note

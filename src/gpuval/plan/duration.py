@@ -468,7 +468,8 @@ def _pairs_phase(p: _Planner, plan: steps.RunPlan, mode: str) -> tuple[PhaseCost
         else round_s(tested)
         for kind, tested, largest in played.stages[1:]
     )
-    groups, pairs = played.group_rounds - int(not by_pairs), played.pair_rounds - int(by_pairs)
+    # The screen is the first group round, by pairs or not.
+    groups, pairs = played.group_rounds - 1, played.pair_rounds
     note = (
         f"staged: the screen; one faulty node adds {played.rounds - 1} round(s) of the search "
         f"({groups} of groups, {pairs} of pairs; all pairs would be {scale['all-pairs']})"
