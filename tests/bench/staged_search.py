@@ -73,12 +73,13 @@ def load() -> str:
 
 
 def predicted_seconds(hosts: list[str], variables: dict[str, object], bad: int) -> float:
-    """What `gpuval plan` predicts for the pair phase of this run (no GPU, no rail, no history:
-    the documented defaults): the phase, plus what each of the `bad` faulty nodes adds."""
+    """What `gpuval plan` predicts for this run (no GPU, no rail, no history: the documented
+    defaults): the phases `--tags pairs` runs (the start play is tagged always), plus what
+    each of the `bad` faulty nodes adds."""
     defaults = inputs.role_defaults(inputs.roles_dir())
     planned = estimate(Shape(tuple(hosts), 0, 0), inputs.merged(defaults, variables), {})
-    pairs = next(phase for phase in planned.phases if phase.name == "pairs")
-    return pairs.total_s + bad * planned.fault_s
+    ran = sum(phase.total_s for phase in planned.phases if phase.name in ("start", "pairs"))
+    return ran + bad * planned.fault_s
 
 
 def main() -> None:
