@@ -24,6 +24,9 @@ description:
     with O(key_comment_prefix) followed by C(-) (this run's key and any an unfinished earlier run
     left), the files O(key_names) of C(~/.ssh), and the block of C(~/.ssh/config) between
     C(# BEGIN <config_marker>) and C(# END <config_marker>).
+  - A C(# BEGIN) line without its C(# END) after it (a hand-edited config) is refused. The
+    module fails naming the file and the marker and changes nothing, since where the block ends
+    can no longer be told from the user's own lines.
   - The prefix is matched as text, never as a pattern. A file that is a symbolic link is
     rewritten where it leads (a link some sites use for authorized_keys stays a link), with its
     owner and mode kept, by a temporary file renamed into place.
@@ -70,15 +73,24 @@ def gpuval_key(line: str, prefix: str) -> bool:
     return comment == prefix or comment.startswith(f"{prefix}-")
 
 
-def without_block(lines: list[str], marker: str) -> list[str] | None:
-    """`lines` less the managed block (its BEGIN and END lines included), or None when there
-    is no such block."""
+class UnclosedBlock(ValueError):
+    """A BEGIN marker without its END marker after it."""
+
+
+def without_block(lines: list[str], marker: str, path: str) -> list[str] | None:
+    """`lines` (of the file `path`) less the managed block, its BEGIN and END lines included;
+    None when there is no such block. UnclosedBlock when the END line is missing."""
     begin, end = f"# BEGIN {marker}", f"# END {marker}"
     stripped = [line.rstrip("\n") for line in lines]
     if begin not in stripped:
         return None
     start = stripped.index(begin)
-    stop = stripped.index(end, start) if end in stripped[start:] else len(lines) - 1
+    if end not in stripped[start:]:
+        raise UnclosedBlock(
+            f"{path}: line {start + 1} opens the block {begin!r} but no {end!r} line follows; "
+            "nothing was changed: remove the block by hand (or add its END line), then run again"
+        )
+    stop = stripped.index(end, start)
     return lines[:start] + lines[stop + 1 :]
 
 
@@ -110,6 +122,10 @@ def read_lines(path: str) -> list[str] | None:
 def revoke(ssh_dir: str, params: dict[str, Any], check: bool) -> list[str]:
     """Remove what the parameters name from `ssh_dir`; what was removed."""
     removed: list[str] = []
+    # The config first: a block it cannot remove safely stops the clean-up before any change.
+    config_path = os.path.join(ssh_dir, "config")
+    config = read_lines(config_path)
+    rest = None if config is None else without_block(config, params["config_marker"], config_path)
     keys_path = os.path.join(ssh_dir, "authorized_keys")
     keys = read_lines(keys_path)
     if keys is not None:
@@ -124,9 +140,7 @@ def revoke(ssh_dir: str, params: dict[str, Any], check: bool) -> list[str]:
             removed.append(path)
             if not check:
                 os.unlink(path)
-    config_path = os.path.join(ssh_dir, "config")
-    config = read_lines(config_path)
-    if config is not None and (rest := without_block(config, params["config_marker"])) is not None:
+    if rest is not None:
         removed.append(f"{config_path}: the block {params['config_marker']!r}")
         if not check:
             rewrite(config_path, rest)
@@ -161,6 +175,8 @@ def main() -> None:
         removed = revoke(os.path.join(home, ".ssh"), params, module.check_mode)
     except OSError as problem:
         module.fail_json(msg=f"{problem.filename or home}: {problem.strerror}", removed=[])
+    except UnclosedBlock as problem:
+        module.fail_json(msg=str(problem), removed=[])
     module.exit_json(changed=bool(removed), removed=removed)
 
 

@@ -82,7 +82,12 @@ options:
         refused at stage search, whose judge call plans none (the role repeats before it).
     type: int
   thresholds: {description: gpuval thresholds JSON (pair_low_fraction)., type: path}
-  parallel: {description: False puts every pair in a round of its own., type: bool, default: true}
+  parallel:
+    description:
+      - False puts every pair in a round of its own. True cuts a round in turns of at most the
+        play's forks pairs (the first sides' clients run in one task, on forks hosts at a time).
+    type: bool
+    default: true
   partners:
     description:
       - Partners that passed per suspect (staged; at least 2; default 2). Read at stage start
@@ -120,6 +125,14 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "partners": {"type": "int"},
     "commands": {"type": "bool", "default": False},
 }
+
+
+def forks() -> int:
+    """The play's forks (ansible-playbook --forks, ANSIBLE_FORKS, ansible.cfg), which a round's
+    turns of pairs are cut at (gpuval.plan.pair_rounds.rounds_of_at_most)."""
+    from ansible import constants, context
+
+    return int(context.CLIARGS.get("forks") or constants.DEFAULT_FORKS)
 
 
 class ActionModule(ActionBase):
@@ -188,18 +201,20 @@ class ActionModule(ActionBase):
                 planned = pair_rounds.NextStage("done")
         except ValueError as problem:  # a host list the plan refuses (duplicates, '--'), a mode
             return {**result, "failed": True, "msg": str(problem)}
+        # Pairs at a time: one (not parallel), else as many as Ansible runs hosts at once.
+        turn = forks() if args["parallel"] else 1
         retries: list[Any] = (
             []
             if args["stage"] == "search"
-            else pair_rounds.one_pair_per_round(
+            else pair_rounds.rounds_of_at_most(
                 pair_rounds.pack_rounds(
                     pair_rounds.retry_entries(progress.latest, max_tries, active, lanes)
                 ),
-                args["parallel"],
+                turn,
             )
         )
         next_stage = asdict(planned)
-        next_stage["rounds"] = pair_rounds.one_pair_per_round(planned.rounds, args["parallel"])
+        next_stage["rounds"] = pair_rounds.rounds_of_at_most(planned.rounds, turn)
         if plan:
             retries = plan.rounds_with_commands(retries)
             next_stage["rounds"] = plan.rounds_with_commands(next_stage["rounds"])

@@ -22,6 +22,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from gpuval.plan import inputs
+from gpuval.plan.duration import Shape, estimate
 from gpuval.plan.group_testing import simulate
 from gpuval.plan.steps import pair_step
 from tests.e2e.doubles import VENV_BIN
@@ -64,13 +66,36 @@ def flagged(run: PlaybookRun) -> list[str]:
     })  # fmt: skip
 
 
+def load() -> str:
+    """The machine's load averages (1, 5, 15 min) beside each figure: a loaded controller
+    stretches every round."""
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def predicted_seconds(hosts: list[str], variables: dict[str, object], bad: int) -> float:
+    """What `gpuval plan` predicts for this run (no GPU, no rail, no history: the documented
+    defaults): the phases `--tags pairs` runs (the start play is tagged always), plus what
+    each of the `bad` faulty nodes adds."""
+    defaults = inputs.role_defaults(inputs.roles_dir())
+    planned = estimate(Shape(tuple(hosts), 0, 0), inputs.merged(defaults, variables), {})
+    ran = sum(phase.total_s for phase in planned.phases if phase.name in ("start", "pairs"))
+    return ran + bad * planned.fault_s
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__.splitlines()[0], epilog="example: python -m tests.bench.staged_search"
     )
     parser.add_argument("--hosts", type=int, default=32)
-    parser.add_argument("--bad", nargs="+", default=["node7"], help="nodes to throttle")
+    parser.add_argument(
+        "--bad", nargs="*", default=["node7"], help="nodes to throttle (none: a healthy cluster)"
+    )
     parser.add_argument("--iperf3-seconds", type=int, default=2)
+    parser.add_argument(
+        "--modes", nargs="+", choices=["staged", "all-pairs"], default=["staged", "all-pairs"],
+        help="the modes to run, in this order (all pairs at 32 hosts takes its 31 rounds, and as "
+        "many again for the repeats of a bad node's pairs)",
+    )  # fmt: skip
     arguments = parser.parse_args()
     names = [f"node{i}" for i in range(1, arguments.hosts + 1)]
     predicted = simulate(names, arguments.bad, by_pairs=True)
@@ -87,25 +112,33 @@ def main() -> None:
             "acceptance.yml", inventory, work / "reports", "install",
             {**variables, "bench_pairs_mode": "staged"},
         )  # fmt: skip
-        record(f"acceptance.yml, {arguments.hosts} hosts, install run: {first.seconds:.1f} s")
+        record(
+            f"acceptance.yml, {arguments.hosts} hosts, install run: {first.seconds:.1f} s "
+            f"(load {load()})"
+        )
         for name in arguments.bad:
             faults.throttle(cluster.host(name), THROTTLE)
-        for mode in ("staged", "all-pairs"):
+        for mode in arguments.modes:
             run = run_playbook(
                 "acceptance.yml", inventory, work / "reports", mode,
                 {**variables, "bench_pairs_mode": mode}, ["--tags", "pairs"],
             )  # fmt: skip
             stages = [int(n) for n in STAGES.findall(run.output)]
             rounds, nodes = pair_rounds_run(run), flagged(run)
+            plan_s = predicted_seconds(
+                names, {**variables, "bench_pairs_mode": mode}, len(arguments.bad)
+            )
             found[mode] = {
-                "wall_s": round(run.seconds, 1), "pair_rounds": rounds,
+                "wall_s": round(run.seconds, 1), "planned_s": round(plan_s, 1), "load": load(),
+                "pair_rounds": rounds,
                 "search_stages": stages[-1] if stages else None, "flagged": nodes,
                 "exit": run.returncode,
             }  # fmt: skip
             record(
                 f"pair phase, {arguments.hosts} hosts, {mode}, {', '.join(arguments.bad)} "
                 f"throttled to {THROTTLE}: {run.seconds:.1f} s, {rounds} pair round(s), the "
-                f"report flags {', '.join(nodes) or 'none'} (exit {run.returncode})"
+                f"report flags {', '.join(nodes) or 'none'} (exit {run.returncode}); gpuval plan "
+                f"predicted {plan_s:.1f} s (load {load()})"
             )
     found["predicted_staged_rounds"] = predicted.rounds
     print(json.dumps(found, indent=2))

@@ -11,15 +11,13 @@ has started (a marker file per lane), so the lanes can only succeed when run at 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 from gpuval.plan import pair_rounds
 from gpuval.plan.pair_plan import NodeFacts, PairPlan, PairSettings
+from tests.e2e.local_playbook import REPO, run_locally
 
-REPO = Path(__file__).resolve().parents[2]
 PUBLISHED = REPO / "tests/data/outputs/ib_write_bw/roce-100g-bidirectional-cpufreq-warning.txt"
 RAILS = 2
 
@@ -71,49 +69,20 @@ def test_rdma_tasks_measure_the_rails_together_each_lane_with_its_own_files(
     plan = PairPlan(settings, nodes, list(nodes))
     entry = plan.with_commands(pair_rounds.entry(1, "node1", "node2", {"rdma": 1}, plan.lanes))
     run_dir, peer_dir = tmp_path / "run", tmp_path / "peers"
-    playbook = tmp_path / "rdma.yml"
-    playbook.write_text(
-        json.dumps(
-            [
-                {
-                    "name": "One RDMA pair",
-                    "hosts": "node1,node2",
-                    "gather_facts": False,
-                    "vars": {
-                        "bench_pairs_entry": entry,
-                        "bench_pairs_first": "{{ inventory_hostname == 'node1' }}",
-                        "bench_pairs_partner_lost": False,
-                        "bench_pairs_lost_reason": "",
-                        "bench_pairs_peer_dir": str(peer_dir),
-                        "gpuval_node_run_dir": str(run_dir),
-                    },
-                    "tasks": [
-                        {
-                            "name": "Measure the pair",
-                            "ansible.builtin.include_tasks": str(
-                                REPO / "roles/bench_pairs/tasks/rdma.yml"
-                            ),
-                        }
-                    ],
-                }
-            ]
-        )
-    )
-    config = tmp_path / "ansible.cfg"  # none of the repository's (inventory, fact cache)
-    config.write_text("[defaults]\n")
-    inventory = tmp_path / "hosts.ini"
-    inventory.write_text(
-        f"node1\nnode2\n[all:vars]\nansible_connection=local\n"
-        f"ansible_python_interpreter={sys.executable}\n"
-    )
-    completed = subprocess.run(
-        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory),
-         str(playbook)],
-        capture_output=True, text=True, timeout=300, check=False,
-        env={**os.environ, "ANSIBLE_CONFIG": str(config), "ANSIBLE_LIBRARY": str(REPO / "library"),
-             "ANSIBLE_LOCAL_TEMP": str(tmp_path / "tmp"),
-             "ANSIBLE_ASYNC_DIR": str(tmp_path / "async")},
-    )  # fmt: skip
+    completed = run_locally(tmp_path, ["node1", "node2"], {
+        "name": "One RDMA pair", "gather_facts": False,
+        "vars": {
+            "bench_pairs_entry": entry,
+            "bench_pairs_first": "{{ inventory_hostname == 'node1' }}",
+            "bench_pairs_partner_lost": False,
+            "bench_pairs_lost_reason": "",
+            "bench_pairs_peer_dir": str(peer_dir),
+            "gpuval_node_run_dir": str(run_dir),
+        },
+        "tasks": [{"name": "Measure the pair", "ansible.builtin.include_tasks": str(
+            REPO / "roles/bench_pairs/tasks/rdma.yml"
+        )}],
+    })  # fmt: skip
     assert completed.returncode == 0, completed.stdout + completed.stderr
     clients = entry["run"]["rdma"]["clients"]
     assert [c["group"] for c in clients] == ["host"] * RAILS + ["cuda"] * RAILS

@@ -393,3 +393,16 @@ def test_a_group_test_ranks_its_own_nodes_under_its_first() -> None:
     assert parts["node4"]["command"][3:7] == [
         "--nnodes=2", "--nproc-per-node=8", "--node-rank=1", "--master-addr=a3",
     ]  # fmt: skip
+
+
+def test_every_torchrun_is_started_at_once_and_outlives_its_kill() -> None:
+    """The role starts torchruns with async (poll 0) and waits: a synchronous task runs on
+    `forks` hosts at a time and would start a group bigger than forks in waves. The job must
+    outlive the capture's timeout (which kills torchrun and writes the sidecar), the wait too."""
+    nodes = {f"node{i}": node(f"a{i}") for i in range(1, 5)}
+    pair_plan = plan(nodes, allreduce_timeout_s=300)
+    pair = pair_plan.with_commands(pair_rounds.entry(1, "node1", "node2", {"allreduce": 1}))
+    sides = [pair["run"]["allreduce"], *pair_plan.all_nodes_run().values()]
+    for side in sides:
+        assert side["timeout"] == 300
+        assert side["timeout"] < side["async"] <= side["wait_retries"] < side["wait_timeout"]

@@ -60,6 +60,21 @@ def test_16_nodes_all_pairs_round_by_round() -> None:
     assert pairs_phase(estimate).total_s == pytest.approx(4 + 15 * one_round)
 
 
+@pytest.mark.parametrize(("nodes", "turns"), [(100, 1), (102, 2), (200, 2)])
+def test_over_forks_pairs_a_round_runs_in_turns_and_ansible_in_waves(
+    nodes: int, turns: int
+) -> None:
+    """50 forks: a round's pairs in turns of at most 50 pairs (the first sides' clients in one
+    wave each), every kind once a turn; Ansible's own part once per wave of 50 hosts."""
+    estimate = duration.estimate(shape(nodes), {**DEFAULTS, "bench_pairs_mode": "all-pairs"}, {})
+    kinds = 22 + 15 + (NCCL_1G_S + 0.2) + 2 * 7
+    waves = math.ceil(nodes / 50)
+    one_round = turns * kinds + waves * 10
+    assert estimate.pair_rounds == nodes - 1
+    assert pairs_phase(estimate).total_s == pytest.approx(4 * waves + (nodes - 1) * one_round)
+    assert estimate.fault_s == pytest.approx(2 * one_round)  # two more tries of a round
+
+
 def test_rails_in_parallel_cost_one_rail_per_memory() -> None:
     sequential = duration.estimate(shape(16), ALL_PAIRS_RAIL_BY_RAIL, {})
     parallel = duration.estimate(
@@ -83,7 +98,11 @@ def all_nodes_s(size: int) -> float:
 def test_staged_at_1024_nodes_is_the_all_nodes_test_plus_the_searchs_own_rounds() -> None:
     estimate = duration.estimate(shape(1024), {**DEFAULTS, "bench_pairs_mode": "staged"}, {})
     waves = 21  # 1024 hosts, 50 forks
-    assert pairs_phase(estimate).total_s == pytest.approx(4 * waves + all_nodes_s(1024))
+    # The screen: every node started at once, so one all-nodes run; Ansible's 4 s for the phase
+    # and 10 s for the round (start, wait, collect) once per wave of 50.
+    assert pairs_phase(estimate).total_s == pytest.approx(
+        4 * waves + all_nodes_s(1024) + 10 * waves
+    )
     # One bad node: after the screen, 9 rounds of groups (both halves of the failing group at
     # once: groups of 512 ... 2, 1024 ... 4 hosts, Ansible's 10 s in waves of 50), then the two
     # suspects of the last pair meet two partners each in two rounds of two pairs.
@@ -249,3 +268,11 @@ def test_a_malformed_health_level_is_a_usage_error_naming_its_key(
     arguments = ["plan", "--nodes", "2", "--gpus-per-node", "8", "--reports", str(tmp_path)]
     assert main([*arguments, "-e", extra]) == 2
     assert named in capsys.readouterr().err
+
+
+def test_a_screen_by_pairs_is_followed_by_the_confirmation_pairs_only() -> None:
+    """Without the all-reduce the screen is a round of disjoint pairs; one faulty node then
+    costs its failed pair's two nodes meeting two partners each: two rounds of pairs, no group."""
+    variables = {**DEFAULTS, "bench_pairs_mode": "staged", "bench_pairs_allreduce": False}
+    note = pairs_phase(duration.estimate(shape(32), variables, {})).note
+    assert "adds 2 round(s) of the search (0 of groups, 2 of pairs" in note

@@ -16,10 +16,10 @@ from gpuval.plan.pair_rounds import (
     circle_rounds,
     confirm_rounds,
     entry,
-    one_pair_per_round,
     pack_rounds,
     pair_outcomes,
     retry_entries,
+    rounds_of_at_most,
     screen_rounds,
 )
 
@@ -151,8 +151,20 @@ def test_pack_rounds_never_puts_a_host_twice_in_a_round() -> None:
         [("a", "b"), ("c", "d")],
         [("a", "c"), ("b", "d")],
     ]
-    assert one_pair_per_round(rounds, parallel=False) == [[e] for r in rounds for e in r]
-    assert one_pair_per_round(rounds, parallel=True) == rounds
+    assert rounds_of_at_most(rounds, 1) == [[e] for r in rounds for e in r]
+    assert rounds_of_at_most(rounds, 50) == rounds
+
+
+def test_a_round_of_more_pairs_than_forks_runs_in_turns_of_forks_pairs() -> None:
+    """A round's clients run in one task on `forks` hosts at a time, its servers all at once:
+    5 pairs with forks 2 are three turns, so no client waits beyond its server's timeout."""
+    pairs = [(f"a{i}", f"b{i}") for i in range(5)]
+    rounds = [[entry(1, a, b, {"iperf3": 1}) for a, b in pairs], []]
+    turns = rounds_of_at_most(rounds, 2)
+    assert [[(e["a"], e["b"]) for e in turn] for turn in turns] == [
+        pairs[0:2], pairs[2:4], pairs[4:], [],
+    ]  # fmt: skip
+    assert {e["round"] for turn in turns for e in turn} == {1}  # the same round's step names
 
 
 def test_retry_entries_repeat_failed_and_low_tries_while_tries_and_hosts_are_left() -> None:

@@ -87,3 +87,18 @@ def test_a_user_without_a_home_fails_naming_the_user(tmp_path: Path) -> None:
     )  # fmt: skip
     assert result.get("failed") is True
     assert "no passwd entry for user 'no-such-user-gpuval'" in result["msg"]
+
+
+def test_a_block_without_its_end_marker_is_refused_and_nothing_changes(tmp_path: Path) -> None:
+    """An edited ~/.ssh/config that lost its END line: taking everything after BEGIN would
+    delete the user's own hosts (Host * here), so the module refuses, naming file and marker."""
+    home = home_with_keys(tmp_path)
+    ssh = home / ".ssh"
+    unclosed = [line for line in CONFIG if not line.startswith("# END")]
+    (ssh / "config").write_text("".join(unclosed))
+    before = {p.name: p.read_text() for p in ssh.iterdir()}
+    result = revoke(tmp_path, home)
+    assert result.get("failed") is True, result
+    assert str(ssh / "config") in result["msg"], result
+    assert f"# END {MARKER}" in result["msg"], result
+    assert {p.name: p.read_text() for p in ssh.iterdir()} == before

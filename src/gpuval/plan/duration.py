@@ -8,8 +8,10 @@ time (ansible.cfg), so a phase of node-local steps costs one wave per `forks` ho
 phase costs its rounds: all pairs (the circle schedule: N-1 rounds, N for odd N), or staged (an
 all-nodes test, then for each faulty node the search's own rounds: gpuval.plan.group_testing
 plays it against one bad node, each group round priced as its largest group's all-nodes test,
-each confirmation round as a round of pairs). A hung step costs its timeout: the plan lists each
-step's.
+each confirmation round as a round of pairs). Torchruns (group tests, all-reduce pairs) are
+started on every host at once and waited for; a round of more pairs than forks runs in turns of
+forks pairs (a turn's clients in one wave), each kind once a turn, and Ansible's own part of a
+round once per wave of forks hosts. A hung step costs its timeout: the plan lists each step's.
 """
 
 from __future__ import annotations
@@ -400,15 +402,25 @@ def _pairs_phase(p: _Planner, plan: steps.RunPlan, mode: str) -> tuple[PhaseCost
         if v.flag("bench_pairs_collect_each_round", "true") == "true"
         else 0.0
     )
-    one_round = sum(kind.total_s for kind in kinds) + round_fixed
     round_waves = p.waves
     scale = {
         "all-pairs": all_pairs_rounds(shape.nodes, v.flag("bench_pairs_parallel", "true") == "true")
     }
 
+    def turns(hosts: int) -> int:
+        """A round's turns, one after another (gpuval.plan.pair_rounds.rounds_of_at_most: at
+        most `forks` pairs each, so each turn's clients run in one wave): every kind runs once
+        a turn, its torchruns started at once (gpuval.plan.pair_plan.started_at_once)."""
+        return batches(max(hosts // 2, 1), shape.forks)
+
+    def round_s(hosts: int) -> float:
+        """One round of pairs over `hosts`: its kinds once a turn, Ansible's part once a wave."""
+        kinds_s = sum(k.total_s for k in kinds)
+        return kinds_s * turns(hosts) + round_fixed * batches(hosts, shape.forks)
+
     def pair_rounds(rounds: int) -> list[StepCost]:
-        """`rounds` rounds of pairs, each in waves of `forks` hosts."""
-        body = [replace(k, count=k.count * rounds * round_waves) for k in kinds]
+        """`rounds` rounds of pairs over every node."""
+        body = [replace(k, count=k.count * rounds * turns(shape.nodes)) for k in kinds]
         overhead = "per round: Ansible and the collect"
         body.append(
             StepCost(
@@ -422,7 +434,7 @@ def _pairs_phase(p: _Planner, plan: steps.RunPlan, mode: str) -> tuple[PhaseCost
         rounds = scale["all-pairs"]
         body = pair_rounds(rounds)
         note = f"all pairs: {rounds} round(s) of {shape.nodes // 2} pair(s) at once"
-        repeats = one_round * round_waves * (plan.pairs_max_tries - 1)
+        repeats = round_s(shape.nodes) * (plan.pairs_max_tries - 1)
         return PhaseCost("pairs", (p.overhead("pairs"), *body), note), rounds, repeats
     sizes = " ".join(
         f"--{n}-bytes {v.text(f'bench_pairs_allreduce_{n}_bytes', d)}"
@@ -441,16 +453,23 @@ def _pairs_phase(p: _Planner, plan: steps.RunPlan, mode: str) -> tuple[PhaseCost
     p.costs.defaults_used["round-overhead"] = DEFAULTS["round-overhead"].reason
     by_pairs = not any(k.key.startswith("pair-allreduce") for k in kinds)
     played = fault_search(shape.nodes, v.whole("bench_pairs_partners", MIN_PARTNERS), by_pairs)
-    screen = pair_rounds(1) if by_pairs else [all_nodes(shape.nodes)]
-    # Each later round of the search: its groups at the same time, the largest setting the pace
-    # (one all-nodes run each, like the screen), or its pairs; Ansible's part in waves of `forks`.
+    # A round of group tests: every member of every group started at once (so one all-nodes
+    # run, the largest group setting the pace), Ansible's part (start, wait, collect, judge)
+    # once per wave of `forks` hosts, the screen's as every later round's.
+    group_round = StepCost(
+        "pairs", "per group round: Ansible (start, wait, collect)", "round-overhead",
+        round_waves, round_fixed, "default",
+    )  # fmt: skip
+    screen = pair_rounds(1) if by_pairs else [all_nodes(shape.nodes), group_round]
+    # Each later round of the search: its groups, or its pairs.
     fault = sum(
         all_nodes(largest).total_s + round_fixed * batches(tested, shape.forks)
         if kind == "groups"
-        else one_round * batches(tested, shape.forks)
+        else round_s(tested)
         for kind, tested, largest in played.stages[1:]
     )
-    groups, pairs = played.group_rounds - int(not by_pairs), played.pair_rounds - int(by_pairs)
+    # The screen is the first group round, by pairs or not.
+    groups, pairs = played.group_rounds - 1, played.pair_rounds
     note = (
         f"staged: the screen; one faulty node adds {played.rounds - 1} round(s) of the search "
         f"({groups} of groups, {pairs} of pairs; all pairs would be {scale['all-pairs']})"

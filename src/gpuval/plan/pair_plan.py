@@ -206,6 +206,17 @@ def groups_budget(planned: Sequence[Mapping[str, Any]], kill_grace_s: int) -> in
     return total + longest
 
 
+def started_at_once(timeout: int) -> dict[str, int]:
+    """How the role starts a torchrun (a pair's two sides, a group's members): `async` with
+    poll 0, then waited for. A task runs on Ansible's `forks` hosts at a time, so torchruns run
+    synchronously would start in waves: the first forks members of a bigger group (or the first
+    sides of pairs whose partners come later) would wait in the rendezvous until their timeout
+    for members that start only after them. Started this way each host's task returns at once
+    and every member runs together, whatever forks is. The job outlives the capture's `timeout`
+    (which kills the process), the wait a little more (polled every second)."""
+    return {"async": timeout + 40, "wait_retries": timeout + 40, "wait_timeout": timeout + 70}
+
+
 def listening_command(ports: Sequence[int], what: str) -> str:
     """Shell that waits (polling every 0.1 s, 60 s at most) until every port listens."""
     wanted = " or ".join(f"sport = :{port}" for port in ports)
@@ -329,8 +340,8 @@ class PairPlan:
     ) -> dict[str, dict[str, Any]]:
         """Staged mode's all-nodes all-reduce over `group` (default every active host): per host
         its part (the group's active hosts under one torchrun, node rank = its place; the first
-        host's output is the step `name`). Without the allreduce kind only the first host
-        records the step as skipped."""
+        host's output is the step `name`), all started at once (`started_at_once`). Without the
+        allreduce kind only the first host records the step as skipped."""
         members = [h for h in group if h in self.active] if group is not None else self.active
         if not members:
             return {}
@@ -347,7 +358,7 @@ class PairPlan:
                 "command": self.torchrun(host, len(members), rank, leader),
                 "env": self.env(host),
                 "timeout": timeout,
-                "task_timeout": timeout + 60,
+                **started_at_once(timeout),
             }
             if host == leader:
                 part["tool"] = ALLREDUCE_TOOL
@@ -406,7 +417,7 @@ class PairPlan:
             },
             "skip_reason": f"torch not importable on {', '.join(without)}" if without else "",
             "timeout": timeout,
-            "task_timeout": timeout + 60,
+            **started_at_once(timeout),
         }
 
     def _nccl(self, item: pair_rounds.Entry) -> dict[str, Any]:

@@ -176,9 +176,14 @@ def pack_rounds(entries: Iterable[Entry]) -> list[list[Entry]]:
     return pack(entries, lambda item: (item["a"], item["b"]))
 
 
-def one_pair_per_round(rounds: list[list[Entry]], parallel: bool) -> list[list[Entry]]:
-    """The rounds as they are, or (not parallel) every pair in a round of its own."""
-    return rounds if parallel else [[item] for items in rounds for item in items]
+def rounds_of_at_most(rounds: list[list[Entry]], most: int) -> list[list[Entry]]:
+    """The rounds in turns of at most `most` pairs, in order (1: one pair after another). The
+    role starts a round's servers at once (async) and then runs its first sides' clients
+    (iperf3, ib_write_bw, mpirun) in one task, which Ansible runs on `forks` hosts at a time:
+    with more pairs than forks the last clients would start after their servers gave up
+    (their timeouts cover one pair's tests). Turns of `forks` pairs keep every client within."""
+    most = max(most, 1)
+    return [items[i : i + most] for items in rounds for i in range(0, max(len(items), 1), most)]
 
 
 def retry_entries(
