@@ -72,7 +72,10 @@ def test_over_forks_pairs_a_round_runs_in_turns_and_ansible_in_waves(
     one_round = turns * kinds + waves * 10
     assert estimate.pair_rounds == nodes - 1
     assert pairs_phase(estimate).total_s == pytest.approx(4 * waves + (nodes - 1) * one_round)
-    assert estimate.fault_s == pytest.approx(2 * one_round)  # two more tries of a round
+    # The faulty node's pair of each of its nodes - 1 rounds, alone (one turn, one wave), two
+    # more tries each: the repeats pack failing pairs into disjoint pairs, and all of them share
+    # the faulty node.
+    assert estimate.fault_s == pytest.approx((nodes - 1) * 2 * (kinds + 10))
 
 
 def test_rails_in_parallel_cost_one_rail_per_memory() -> None:

@@ -434,7 +434,10 @@ def _pairs_phase(p: _Planner, plan: steps.RunPlan, mode: str) -> tuple[PhaseCost
         rounds = scale["all-pairs"]
         body = pair_rounds(rounds)
         note = f"all pairs: {rounds} round(s) of {shape.nodes // 2} pair(s) at once"
-        repeats = round_s(shape.nodes) * (plan.pairs_max_tries - 1)
+        # A faulty node is in a failing pair of every round it plays (N-1 of them), and the
+        # repeats pack failing pairs into disjoint pairs: N-1 repeat rounds of its one pair,
+        # each try again.
+        repeats = (shape.nodes - 1) * round_s(2) * (plan.pairs_max_tries - 1)
         return PhaseCost("pairs", (p.overhead("pairs"), *body), note), rounds, repeats
     sizes = " ".join(
         f"--{n}-bytes {v.text(f'bench_pairs_allreduce_{n}_bytes', d)}"

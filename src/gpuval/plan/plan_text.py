@@ -51,7 +51,7 @@ def plan_lines(estimate: RunEstimate, price: Price | None = None) -> list[str]:
         what = (
             "bisection and confirmation rounds"
             if estimate.pairs_mode == "staged"
-            else "repeats of its failing round"
+            else "its pair of each round, repeated alone"
         )
         lines.append(f"each faulty node adds at most {clock(estimate.fault_s)} ({what})")
     if price:
