@@ -329,11 +329,11 @@ def parse_raw(
         )
         tool = None
     try:
-        text = parsers.read_text(path)
+        # read by the parser, a block at a time where it can: a large log's text is never whole
+        # beside what it says
+        result = parsers.parse_file(path, tool, source=source)
     except OSError as exc:
         return None, [*diagnostics, _error(f"cannot read: {exc.strerror or exc}", source)]
-    try:
-        result = parsers.parse_text(text, source=source, tool=tool)
     except Exception as exc:  # a parser bug must not hide the rest of the run: fail closed
         return None, [*diagnostics, _error(f"parser crashed: {type(exc).__name__}: {exc}", source)]
     if result is None:

@@ -17,6 +17,7 @@ import pytest
 
 from gpuval import parsers
 from gpuval.files import parse_cache
+from gpuval.files.atomic import write_output
 from gpuval.pipeline import judge, report
 from gpuval.records.base import Diagnostic
 from gpuval.records.nccl import NcclHalf, NcclRow, NcclRun, NcclTable
@@ -137,6 +138,28 @@ def test_a_broken_cache_file_is_ignored(tmp_path: Path) -> None:
     for path in (run / parse_cache.CACHE_DIR).iterdir():
         path.write_bytes(b"not a pickle")
     assert read(read_run_folder(run, cached=True)) == read(read_run_folder(run))
+
+
+def test_a_cache_file_cut_short_is_ignored(tmp_path: Path) -> None:
+    """What a power loss may leave of a cache file (they are written without fsync)."""
+    run = copied(SAMPLE, tmp_path)
+    fill(run)
+    for path in (run / parse_cache.CACHE_DIR).iterdir():
+        whole = path.read_bytes()
+        path.write_bytes(whole[: len(whole) // 2])
+    assert read(read_run_folder(run, cached=True)) == read(read_run_folder(run))
+
+
+def test_cache_files_are_written_without_fsync_unlike_outputs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    synced: list[int] = []
+    monkeypatch.setattr(os, "fsync", synced.append)
+    run = copied(SAMPLE, tmp_path)
+    fill(run)
+    assert synced == []
+    write_output(tmp_path / "summary.json", "{}\n")
+    assert synced != []
 
 
 def test_the_collect_reads_ahead_beside_raw_never_in_it(tmp_path: Path) -> None:

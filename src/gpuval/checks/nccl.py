@@ -47,17 +47,25 @@ class Problem:
     host: str | None = None  # the host the output names (an NCCL WARN line's prefix)
 
 
-def _wrong_rows(run: NcclRun) -> tuple[list[tuple[int, str, int, int | None]], int]:
+WrongRows = tuple[list[tuple[int, str, int, int | None]], int]
+
+
+def _wrong_rows(run: NcclRun) -> WrongRows:
     """(size, placement, count, line) of rows with #wrong > 0, and how many values were seen."""
-    wrong, seen = [], 0
-    for row in run.rows:
-        for placement, half in (("out-of-place", row.out_of_place), ("in-place", row.in_place)):
-            if half is None or half.wrong is None:
-                continue
-            seen += 1
-            if half.wrong > 0:
-                wrong.append((row.size_bytes, placement, half.wrong, row.line))
-    return wrong, seen
+    table = run.rows
+    halves = list(zip(table.column("wrong", "out_of_place"), table.column("wrong", "in_place"),
+                      strict=True))  # fmt: skip
+    seen = sum(count is not None for counts in halves for count in counts)
+    wrong_at = [
+        (at, placement, count)
+        for at, counts in enumerate(halves)
+        for placement, count in zip(("out-of-place", "in-place"), counts, strict=True)
+        if count is not None and count > 0
+    ]
+    if not wrong_at:
+        return [], seen
+    sizes, lines = table.column("size_bytes"), table.column("line")
+    return [(sizes[at], placement, count, lines[at]) for at, placement, count in wrong_at], seen
 
 
 FAILED_MEANINGS = (
@@ -123,6 +131,10 @@ def _warn_problems(run: NcclRun, across_nodes: bool) -> list[Problem]:
 def nccl_problems(run: NcclRun, across_nodes: bool = False) -> list[Problem]:
     """Everything an nccl-tests run's own output says is wrong, most serious first. The one
     correctness rule for nccl-tests, shared by the per-run checks and the pair analysis."""
+    return _problems(run, across_nodes, _wrong_rows(run))
+
+
+def _problems(run: NcclRun, across_nodes: bool, wrong_rows: WrongRows) -> list[Problem]:
     problems: list[Problem] = []
     if run.failures:
         first = run.failures[0]
@@ -140,7 +152,7 @@ def nccl_problems(run: NcclRun, across_nodes: bool = False) -> list[Problem]:
             f"did not complete: {len(run.rows)} row(s) but no closing '# Avg bus bandwidth' "
             "footer (killed, truncated or reformatted)",
         ))  # fmt: skip
-    wrong, seen = _wrong_rows(run)
+    wrong, seen = wrong_rows
     if wrong:
         named = ", ".join(f"{count:g} wrong at {size_text(size)} ({p})"
                           for size, p, count, _ in wrong[:4])  # fmt: skip
@@ -179,7 +191,8 @@ def _named_host(judge: JudgeState, name: str | None, owner: str) -> str:
 def _record_problems(judge: JudgeState, parsed: Parsed[NcclRun], prefix: str, owner: str,
                      across_nodes: bool) -> None:  # fmt: skip
     run = parsed.record
-    problems = nccl_problems(run, across_nodes)
+    wrong_rows = _wrong_rows(run)  # read once: the problems and the passing check's count
+    problems = _problems(run, across_nodes, wrong_rows)
     for problem in problems:
         judge.add(Check(
             check_id=f"{prefix}.{problem.aspect}", host=_named_host(judge, problem.host, owner),
@@ -194,7 +207,7 @@ def _record_problems(judge: JudgeState, parsed: Parsed[NcclRun], prefix: str, ow
             reason=f"completed: {len(run.rows)} sizes",
         ))  # fmt: skip
     if "correctness" not in aspects and "out-of-bounds" not in aspects:
-        _, seen = _wrong_rows(run)
+        _, seen = wrong_rows
         judge.add(Check(
             check_id=f"{prefix}.correctness", host=owner, category="correctness",
             status="pass", measured=0, reference=0, source=parsed.source(),
@@ -318,11 +331,10 @@ def bandwidth_check(
 
 
 def nccl_samples(run: NcclRun) -> list[Sample]:
-    return [
-        Sample(row.size_bytes, row.out_of_place.busbw_gbps, row.line)
-        for row in run.rows
-        if row.out_of_place is not None and row.out_of_place.busbw_gbps is not None
-    ]
+    table = run.rows
+    columns = zip(table.column("size_bytes"), table.column("busbw_gbps", "out_of_place"),
+                  table.column("line"), strict=True)  # fmt: skip
+    return [Sample(size, busbw, line) for size, busbw, line in columns if busbw is not None]
 
 
 # ------------------------------------------------------------------ transport

@@ -25,6 +25,7 @@ from gpuval.evidence.model import (
     Parsed,
     ParsedFile,
     RunEvidence,
+    RunIndex,
     Topology,
     pci_key,
 )
@@ -202,20 +203,20 @@ class AcrossNodeDevices:
         ]
 
 
-def _gpu_names(files: list[ParsedFile], attributed: list[NcclDevice]) -> list[str]:
+def _gpu_names(runs: RunIndex, attributed: list[NcclDevice]) -> list[str]:
     """GPU names from the preflight's nvidia-smi, then benchmark device lists."""
-    names = [gpu.name for p in runs_of(files, NvidiaSmiRun) for gpu in p.record.gpus if gpu.name]
-    for nccl in runs_of(files, NcclRun):
+    names = [gpu.name for p in runs.of(NvidiaSmiRun) for gpu in p.record.gpus if gpu.name]
+    for nccl in runs.of(NcclRun):
         names += [d.name for d in nccl.record.devices if d.name]
-    for p2p in runs_of(files, P2PRun):
+    for p2p in runs.of(P2PRun):
         names += [d.name for d in p2p.record.devices if d.name]
-    for bench in runs_of(files, AllReduceBenchRun):
+    for bench in runs.of(AllReduceBenchRun):
         env = bench.record.environment
         if env.device_name:
             names.append(env.device_name)
         elif env.hardware and (match := re.search(r"name='([^']+)'", env.hardware)):
             names.append(match.group(1))
-    for nvb in runs_of(files, NvbandwidthRun):
+    for nvb in runs.of(NvbandwidthRun):
         names += [d.name for d in nvb.record.devices if d.name]
     names += [d.name for d in attributed if d.name]
     return [n.strip() for n in names if n.strip()]
@@ -228,17 +229,17 @@ def _first_model(names: list[str]) -> GpuModel | None:
     return None
 
 
-def _gpu_count(files: list[ParsedFile], attributed: list[NcclDevice]) -> int | None:
+def _gpu_count(runs: RunIndex, attributed: list[NcclDevice]) -> int | None:
     """nvidia-smi's list, else topo's GPU columns, else p2p's num_gpus, else the devices of a
     single-host nccl-tests run, else those a run across nodes lists on this host."""
-    smi = [len(p.record.gpus) for p in runs_of(files, NvidiaSmiRun)]
+    smi = [len(p.record.gpus) for p in runs.of(NvidiaSmiRun)]
     topo = [
         sum(d.startswith("GPU") for d in p.record.devices)
-        for p in runs_of(files, TopologyRun)
+        for p in runs.of(TopologyRun)
         if p.record.matrix == "topology"
     ]
-    p2p = [p.record.num_gpus or 0 for p in runs_of(files, P2PRun)]
-    nccl = [len(p.record.devices) for p in runs_of(files, NcclRun) if len(p.record.hosts) <= 1]
+    p2p = [p.record.num_gpus or 0 for p in runs.of(P2PRun)]
+    nccl = [len(p.record.devices) for p in runs.of(NcclRun) if len(p.record.hosts) <= 1]
     across = [len({(d.device, d.pci_bus) for d in attributed})]
     for counts in (smi, topo, p2p, nccl, across):
         largest = max(counts, default=0)
@@ -247,9 +248,9 @@ def _gpu_count(files: list[ParsedFile], attributed: list[NcclDevice]) -> int | N
     return None
 
 
-def _amd_topology(files: list[ParsedFile]) -> Topology | None:
+def _amd_topology(runs: RunIndex) -> Topology | None:
     """rocm-smi --showtopo / amd-smi topology as a GPU matrix of XGMI/PCIE cells (no NICs)."""
-    for parsed in runs_of(files, AmdTopologyRun):
+    for parsed in runs.of(AmdTopologyRun):
         run = parsed.record
         size = len(run.link_types)
         if size == 0 or any(len(row) != size for row in run.link_types):
@@ -262,8 +263,8 @@ def _amd_topology(files: list[ParsedFile]) -> Topology | None:
     return None
 
 
-def _topology(files: list[ParsedFile]) -> Topology | None:
-    for parsed in runs_of(files, TopologyRun):
+def _topology(runs: RunIndex) -> Topology | None:
+    for parsed in runs.of(TopologyRun):
         run = parsed.record
         if run.matrix != "topology":
             continue
@@ -283,12 +284,12 @@ def _topology(files: list[ParsedFile]) -> Topology | None:
             nic_cells={run.devices[r]: [cell(r, c) for c in nic_index] for r in gpu_index},
             source=parsed.source(),
         )
-    return _amd_topology(files)
+    return _amd_topology(runs)
 
 
-def _pcie(files: list[ParsedFile]) -> list[GpuPcie]:
+def _pcie(runs: RunIndex) -> list[GpuPcie]:
     """Each GPU's PCIe link from the most detailed nvidia-smi form that printed it."""
-    for parsed in runs_of(files, NvidiaSmiRun):
+    for parsed in runs.of(NvidiaSmiRun):
         found = [
             GpuPcie(f"GPU{gpu.index if gpu.index is not None else i}", gpu.pcie, parsed.source())
             for i, gpu in enumerate(parsed.record.gpus)
@@ -299,8 +300,8 @@ def _pcie(files: list[ParsedFile]) -> list[GpuPcie]:
     return []
 
 
-def _nvlinks(files: list[ParsedFile]) -> list[GpuNvlinks]:
-    for parsed in runs_of(files, NvidiaSmiRun):
+def _nvlinks(runs: RunIndex) -> list[GpuNvlinks]:
+    for parsed in runs.of(NvidiaSmiRun):
         if parsed.record.format != "nvlink":
             continue
         return [
@@ -311,11 +312,11 @@ def _nvlinks(files: list[ParsedFile]) -> list[GpuNvlinks]:
     return []
 
 
-def _ib_ports(files: list[ParsedFile]) -> list[IbPortState]:
+def _ib_ports(runs: RunIndex) -> list[IbPortState]:
     """Ports from ibstat, else ibv_devinfo (the same adapters; never counted twice)."""
     by_tool: dict[str, list[IbPortState]] = {}
-    boards = _board_ids(files)
-    for parsed in runs_of(files, InfinibandRun):
+    boards = _board_ids(runs)
+    for parsed in runs.of(InfinibandRun):
         for device in parsed.record.devices:
             part = device.attributes.get("vendor_part_id")
             model = device.ca_type or (f"MT{part}" if part and part.isdigit() else part)
@@ -329,21 +330,21 @@ def _ib_ports(files: list[ParsedFile]) -> list[IbPortState]:
     return by_tool.get("ibstat") or by_tool.get("ibv_devinfo") or []
 
 
-def _board_ids(files: list[ParsedFile]) -> dict[str, str]:
+def _board_ids(runs: RunIndex) -> dict[str, str]:
     """Each adapter's board id from the sysfs listing (ibstat prints none), so that two boards
     of one chip (a 400G single-port and a 2x200G ConnectX-7) are told apart."""
     return {
         device.name: device.board_id
-        for parsed in runs_of(files, SysfsInfinibandRun)
+        for parsed in runs.of(SysfsInfinibandRun)
         for device in parsed.record.devices
         if device.board_id
     }
 
 
-def _interfaces(files: list[ParsedFile]) -> list[Interface]:
+def _interfaces(runs: RunIndex) -> list[Interface]:
     return [
         Interface(i.name, i.speed_mbit, i.operstate, parsed.source(i.line))
-        for parsed in runs_of(files, NetInterfacesRun)
+        for parsed in runs.of(NetInterfacesRun)
         for i in parsed.record.interfaces
     ]
 
@@ -358,8 +359,8 @@ def nccl_version_number(text: str | None) -> str | None:
     return ".".join(match.groups()) if match else text
 
 
-def _software(files: list[ParsedFile], component: str, named: bool = False) -> str | None:
-    for parsed in runs_of(files, SoftwareVersionRun):
+def _software(runs: RunIndex, component: str, named: bool = False) -> str | None:
+    for parsed in runs.of(SoftwareVersionRun):
         run = parsed.record
         if run.component == component and run.version:
             return (
@@ -374,21 +375,21 @@ def _first(values: Iterable[str | None]) -> str | None:
     return next((v.strip() for v in values if v and v.strip()), None)
 
 
-def _versions(files: list[ParsedFile]) -> dict[str, str]:
-    smi = [p.record for p in runs_of(files, NvidiaSmiRun)]
-    nccl = [p.record for p in runs_of(files, NcclRun)]
-    bench = [p.record for p in runs_of(files, AllReduceBenchRun)]
-    collective = [p.record for p in runs_of(files, CollectiveBenchRun)]
+def _versions(runs: RunIndex) -> dict[str, str]:
+    smi = [p.record for p in runs.of(NvidiaSmiRun)]
+    nccl = [p.record for p in runs.of(NcclRun)]
+    bench = [p.record for p in runs.of(AllReduceBenchRun)]
+    collective = [p.record for p in runs.of(CollectiveBenchRun)]
     found = {
         "driver": _first(r.driver_version for r in smi),
         "cuda": _first(r.cuda_version for r in smi),
         "nccl": nccl_version_number(
             _first([r.nccl_version for r in nccl] + [r.environment.nccl for r in bench])
             or _first(r.nccl_version for r in collective)
-            or _software(files, "nccl")
+            or _software(runs, "nccl")
         ),
-        "mpi": _software(files, "mpi", named=True),
-        "cuda_toolkit": _software(files, "cuda-toolkit"),
+        "mpi": _software(runs, "mpi", named=True),
+        "cuda_toolkit": _software(runs, "cuda-toolkit"),
         "nccl_tests": _first(r.nccl_tests_version for r in nccl),
     }
     return {key: value for key, value in found.items() if value}
@@ -399,10 +400,18 @@ def _versions(files: list[ParsedFile]) -> dict[str, str]:
 # nvidia-smi-query-after).
 
 
-def _before_after(files: list[ParsedFile], kind: type[R]) -> BeforeAfter[R]:
-    before = [f for f in files if not f.step.endswith(AFTER_SUFFIX)]
-    after = [f for f in files if f.step.endswith(AFTER_SUFFIX)]
-    return BeforeAfter(next(runs_of(before, kind), None), next(runs_of(after, kind), None))
+def _before_after(parsed: Iterable[Parsed[R]]) -> BeforeAfter[R]:
+    """The first run of a step without AFTER_SUFFIX, and the first of one with it."""
+    before: Parsed[R] | None = None
+    after: Parsed[R] | None = None
+    for run in parsed:
+        if run.file.step.endswith(AFTER_SUFFIX):
+            after = after or run
+        else:
+            before = before or run
+        if before and after:
+            break
+    return BeforeAfter(before, after)
 
 
 def _with_health(parsed: Parsed[NvidiaSmiRun] | None) -> Parsed[NvidiaSmiRun] | None:
@@ -412,27 +421,28 @@ def _with_health(parsed: Parsed[NvidiaSmiRun] | None) -> Parsed[NvidiaSmiRun] | 
     return parsed
 
 
-def _host_health(files: list[ParsedFile]) -> HostHealth:
-    smi_files = [f for f in files if f.tool in ("nvidia-smi-xml", "nvidia-smi-q")]
-    smi = _before_after(smi_files, NvidiaSmiRun)
+def _host_health(files: list[ParsedFile], runs: RunIndex) -> HostHealth:
+    smi = _before_after(
+        p for p in runs.of(NvidiaSmiRun) if p.file.tool in ("nvidia-smi-xml", "nvidia-smi-q")
+    )
     names = {
         key: f"GPU{gpu.index if gpu.index is not None else i}"
-        for parsed in runs_of(files, NvidiaSmiRun)
+        for parsed in runs.of(NvidiaSmiRun)
         for i, gpu in enumerate(parsed.record.gpus)
         if (key := pci_key(gpu.pci_bus_id))
     }
     return HostHealth(
         ran=any(f.phase == HEALTH_PHASE for f in files),
         steps=frozenset(f.step for f in files),
-        kernel_log=_before_after(files, KernelLogRun),
+        kernel_log=_before_after(runs.of(KernelLogRun)),
         smi=BeforeAfter(_with_health(smi.before), _with_health(smi.after)),
-        infiniband=_before_after(files, SysfsInfinibandRun),
-        pci=_before_after(files, SysfsPciRun),
-        nvlink_errors=_before_after(files, NvlinkErrorsRun),
-        lspci=next(runs_of(files, LspciRun), None),
-        modules=next(runs_of(files, KernelModulesRun), None),
-        dcgm=list(runs_of(files, DcgmDiagRun)),
-        burn=list(runs_of(files, GemmBurnRun)),
+        infiniband=_before_after(runs.of(SysfsInfinibandRun)),
+        pci=_before_after(runs.of(SysfsPciRun)),
+        nvlink_errors=_before_after(runs.of(NvlinkErrorsRun)),
+        lspci=runs.first(LspciRun),
+        modules=runs.first(KernelModulesRun),
+        dcgm=list(runs.of(DcgmDiagRun)),
+        burn=list(runs.of(GemmBurnRun)),
         gpu_names_by_pci=names,
     )
 
@@ -449,37 +459,38 @@ def _host(
     superseded: set[str],
     across: AcrossNodeDevices,
 ) -> HostEvidence:
-    judged = [f for f in files if f.path not in superseded]
+    runs = RunIndex(files)
     declared = _declared(folder.declared(name))
     attributed = across.on(name)
-    names = _gpu_names(files, attributed)
+    names = _gpu_names(runs, attributed)
     detected = _first_model(names)
     declared_model = identify_gpu(declared.gpu_model) if declared.gpu_model else None
-    topology = _topology(files)
+    topology = _topology(runs)
     model = declared_model or detected
     system = detect_system(model, topology.links) if model and topology else None
     return HostEvidence(
         name=name,
         reachable=reachable,
         files=files,
+        runs=runs,
         declared=declared,
         gpu_names=names,
         detected_model=detected,
         declared_model=declared_model,
-        gpu_count=_gpu_count(files, attributed),
+        gpu_count=_gpu_count(runs, attributed),
         topology=topology,
         detected_system=system,
         declared_system=_declared_system(declared.system) if declared.system else None,
-        pcie=_pcie(files),
-        nvlinks=_nvlinks(files),
-        ib_ports=_ib_ports(files),
-        interfaces=_interfaces(files),
-        versions=_versions(files),
-        nccl=list(runs_of(judged, NcclRun)),
-        all_reduce_bench=list(runs_of(files, AllReduceBenchRun)),
-        p2p=list(runs_of(files, P2PRun)),
-        nvbandwidth=list(runs_of(files, NvbandwidthRun)),
-        health=_host_health(files),
+        pcie=_pcie(runs),
+        nvlinks=_nvlinks(runs),
+        ib_ports=_ib_ports(runs),
+        interfaces=_interfaces(runs),
+        versions=_versions(runs),
+        nccl=[p for p in runs.of(NcclRun) if p.file.path not in superseded],
+        all_reduce_bench=list(runs.of(AllReduceBenchRun)),
+        p2p=list(runs.of(P2PRun)),
+        nvbandwidth=list(runs.of(NvbandwidthRun)),
+        health=_host_health(files, runs),
     )
 
 

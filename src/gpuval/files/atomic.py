@@ -76,8 +76,9 @@ def temporary_of(name: str) -> str | None:
     return match["name"] if match else None
 
 
-def _write_temporary(path: Path, data: bytes, mode: int | None) -> Path:
-    """`data` in a new temporary file beside `path`, on disk (fsync); the temporary's path."""
+def _write_temporary(path: Path, data: bytes, mode: int | None, durable: bool) -> Path:
+    """`data` in a new temporary file beside `path`, on disk (fsync) when `durable`; the
+    temporary's path."""
     temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}{TEMPORARY_SUFFIX}")
     # O_EXCL: a new file, never something (a link) that is already there.
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -91,7 +92,8 @@ def _write_temporary(path: Path, data: bytes, mode: int | None) -> Path:
                 os.fchmod(out.fileno(), mode)
             out.write(data)
             out.flush()
-            os.fsync(out.fileno())
+            if durable:
+                os.fsync(out.fileno())
     except BaseException as problem:
         temporary.unlink(missing_ok=True)
         if isinstance(problem, OSError):
@@ -121,10 +123,13 @@ def _sync_folder(folder: Path) -> None:
 class OutputSet:
     """Files written together: every one to a temporary first, all renamed into place only
     when all were written; on any failure the temporaries are removed and nothing is replaced.
-    (Renaming within a folder allocates nothing, so a full disk cannot stop it half-way.)"""
+    (Renaming within a folder allocates nothing, so a full disk cannot stop it half-way.)
+    Not `durable`: no fsync, still renamed whole into place (a file a power loss may leave
+    torn is then one its reader can do without)."""
 
-    def __init__(self) -> None:
+    def __init__(self, durable: bool = True) -> None:
         self._contents: dict[Path, bytes] = {}
+        self._durable = durable
 
     def add(self, path: Path, content: str | bytes) -> None:
         """Write `content` (text: UTF-8) to `path` when the set is committed."""
@@ -149,20 +154,21 @@ class OutputSet:
         temporaries: dict[Path, Path] = {}
         try:
             for path, data in self._contents.items():
-                temporaries[path] = _write_temporary(path, data, modes[path])
+                temporaries[path] = _write_temporary(path, data, modes[path], self._durable)
             for path, temporary in list(temporaries.items()):
                 _replace(temporary, path)
                 del temporaries[path]
         finally:
             for temporary in temporaries.values():
                 temporary.unlink(missing_ok=True)
-        for folder in {path.parent for path in self._contents}:
-            _sync_folder(folder)
+        if self._durable:
+            for folder in {path.parent for path in self._contents}:
+                _sync_folder(folder)
 
 
-def write_output(path: Path, content: str | bytes) -> None:
+def write_output(path: Path, content: str | bytes, durable: bool = True) -> None:
     """One file, whole or not at all (see OutputSet)."""
-    outputs = OutputSet()
+    outputs = OutputSet(durable)
     outputs.add(path, content)
     outputs.commit()
 

@@ -126,7 +126,11 @@ class HostCache:
         with contextlib.suppress(OSError):
             self.path.parent.mkdir(exist_ok=True)
         try:
-            write_output(self.path, pickle.dumps(document, protocol=pickle.HIGHEST_PROTOCOL))
+            # No fsync (a thousand hosts' caches synced one by one cost the report seconds): a
+            # cache file a power loss leaves torn is read as no cache, and parsed again.
+            write_output(
+                self.path, pickle.dumps(document, protocol=pickle.HIGHEST_PROTOCOL), durable=False
+            )
         except OutputError as problem:
             if not quiet:
                 _log.warning("parse cache not written: %s", problem)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from gpuval.checks.context import JudgeState
 from gpuval.checks.health.common import Problem, add_check
 from gpuval.checks.health.fabric import in_nvlink_domain
-from gpuval.evidence import HostEvidence, runs_of
+from gpuval.evidence import HostEvidence
 from gpuval.records.imex import ImexDomainRun
 
 IMEX_SOURCE = (
@@ -58,7 +58,7 @@ def imex_problems(run: ImexDomainRun) -> list[Problem]:
 
 def imex_checks(judge: JudgeState, host: HostEvidence) -> None:
     """health.nvlink.imex: the last nvidia-imex-ctl -N output the host captured."""
-    parsed = list(runs_of(host.files, ImexDomainRun))
+    parsed = list(host.runs.of(ImexDomainRun))
     if not parsed:
         if in_nvlink_domain(host):  # a tray of an NVL72 rack: without IMEX no multi-node NVLink
             problem: Problem = ("unjudged", "no nvidia-imex-ctl -N output from a tray of a "

@@ -6,7 +6,6 @@ from gpuval.checks.consistency import mixed_values_checks
 from gpuval.checks.context import JudgeState
 from gpuval.checks.health.common import health_gpus
 from gpuval.checks.model import Check
-from gpuval.evidence import runs_of
 from gpuval.records.software import SoftwareVersionRun
 
 
@@ -26,7 +25,7 @@ def version_consistency_checks(judge: JudgeState) -> None:
                                if g.health and g.health.vbios_version})  # fmt: skip
             if versions:
                 vbios[host.name] = "/".join(versions)
-        for os in runs_of(host.files, SoftwareVersionRun):
+        for os in host.runs.of(SoftwareVersionRun):
             if os.record.component == "os" and "kernel" in os.record.details:
                 kernel[host.name] = os.record.details["kernel"]
             elif os.record.component == "ofed" and os.record.version:
