@@ -16,6 +16,8 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+from tests.run_folders import write_run_json, write_step
+
 from gpuval.checks import judge_run
 from gpuval.checks.model import CLUSTER, Check
 from gpuval.checks.thresholds import DEFAULTS
@@ -125,3 +127,27 @@ def test_a_host_with_no_list_is_not_judged(tmp_path: Path) -> None:
 def test_same_lists_make_no_check(tmp_path: Path) -> None:
     whole = LACKING.replace("[2]mlx5_3:1/IB", "[2]mlx5_2:1/IB [3]mlx5_3:1/IB")
     assert hca_checks(judged(tmp_path, text=lambda t: t.replace(LACKING, whole))) == {}
+
+
+def test_two_hosts_of_four_that_lost_the_same_rail_are_both_named(tmp_path: Path) -> None:
+    """CONSTRUCTED from the corpus output: four hosts named as the inventory names them, in a
+    plain run across nodes; node3 and node4 list no mlx5_2."""
+    whole = "[0]mlx5_0:1/IB [1]mlx5_1:1/IB [2]mlx5_2:1/IB [3]mlx5_3:1/IB [RO]; OOB ib0:10.0.0.1<0>"
+    lists = "\n".join(
+        f"node{i}:100:100 [0] NCCL INFO NET/IB : Using "
+        + (whole if i < 3 else "[0]mlx5_0:1/IB " + LACKING)
+        for i in range(1, 5)
+    )
+    text = (CASE / RAW.with_suffix(".txt")).read_text()
+    head, _, rest = text.partition("slurm-gb200-207-136:2630772:2630772 [0] NCCL INFO NET/IB")
+    text = head + lists + "\n" + rest.split("\n", 2)[2]
+    run = tmp_path / "run"
+    write_step(run, "node1", "internode-nccl-all_reduce", text, tool="nccl-tests",
+               phase="internode", command="mpirun -np 8 all_reduce_perf")  # fmt: skip
+    hosts = [f"node{i}" for i in range(1, 5)]
+    write_run_json(run, "four", hosts, declared={h: {"gpu_model": "GB200"} for h in hosts})
+    checks = judge_run(build_evidence(read_run_folder(run)), DEFAULTS).checks
+    found = {c.host: c for c in checks if c.check_id.endswith(".ib-hcas")}
+    assert sorted(found) == ["node3", "node4"]
+    assert all("mlx5_2 missing" in c.reason and "most other hosts" in c.reason
+               for c in found.values())  # fmt: skip

@@ -3,7 +3,8 @@
 NCCL_DEBUG=INFO prints, per process, the HCA ports its IB transport found active (`NET/IB :
 Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB ...`); a port that is down, or an HCA the driver lost, is
 absent. Within one run every host of the same design lists the same ports, so a host that lacks
-a port every other host lists has lost a rail, and the run's busbw says whether it cost the run:
+a port more than half of the other hosts list has lost a rail, and the run's busbw says whether
+it cost the run:
 
 - busbw below its reference (fail or warn): the host fails, named with the missing HCA(s);
 - busbw at its reference, or not judged: a warning on the host (fewer rails than its peers is
@@ -19,6 +20,8 @@ block's position. A host neither names stays with the run's owner, named in the 
 
 from __future__ import annotations
 
+from pathlib import PurePosixPath
+
 from gpuval.checks.context import JudgeState
 from gpuval.checks.model import Check, Status
 from gpuval.evidence import Parsed
@@ -29,6 +32,7 @@ ACTIVE_ONLY_SOURCE = (
     "NCCL lists only ports in state ACTIVE: "
     "https://github.com/NVIDIA/nccl/blob/master/src/transport/net_ib/init.cc (ncclIbInitDevices)"
 )
+MPI_LAUNCHERS = frozenset({"mpirun", "mpiexec", "orterun", "prterun"})
 ACTION = (
     "run ibstat on it (the port should be State: Active, Physical state: LinkUp), check the "
     "missing HCA's cable and switch port, and that NCCL_IB_HCA names the same HCAs on every node"
@@ -58,9 +62,11 @@ def _ranks_host_by_host(run: NcclRun) -> list[str]:
 
 def _placed_hosts(judge: JudgeState, parsed: Parsed[NcclRun], test: RackTest | None) -> list[str]:
     """The inventory hosts of a rack test's run in the order gpuval started its ranks; [] when
-    that order is unknown (not a rack test, or srun, which fills ranks in Slurm's order)."""
+    that order is unknown (not a rack test, not started by mpirun, or by srun, which fills
+    ranks in Slurm's order)."""
     command = parsed.file.command or parsed.record.command or ""
-    if test is None or "srun" in command.split():
+    launchers = {PurePosixPath(word).name for word in command.split()}
+    if test is None or "srun" in launchers or not launchers & MPI_LAUNCHERS:
         return []
     listed = [str(h) for h in judge.evidence.folder.meta.get("hosts", [])]
     racks = {
@@ -91,6 +97,16 @@ def _hca_text(hca: str) -> str:
     return device if port == "1" else f"{device} port {port}"
 
 
+def _expected_ports(peers: list[list[str]]) -> list[str]:
+    """The ports more than half of a host's peers list, in the order they print them: two hosts
+    that lost the same rail among four still leave it expected of each."""
+    counts: dict[str, int] = {}
+    for ports in peers:
+        for port in ports:
+            counts[port] = counts.get(port, 0) + 1
+    return [port for port, count in counts.items() if count > len(peers) / 2]
+
+
 def _busbw_check(judge: JudgeState, check_id: str) -> Check | None:
     return next((c for c in reversed(judge.checks) if c.check_id == check_id), None)
 
@@ -114,8 +130,8 @@ def _verdict(fewer: bool, busbw: Check | None, what: str) -> tuple[Status, str]:
 def hca_checks(
     judge: JudgeState, parsed: Parsed[NcclRun], prefix: str, owner: str, test: RackTest | None
 ) -> None:
-    """Each host of a run across nodes whose NCCL found fewer (or other) HCA ports than every
-    other host of the run: a fail with the run's low busbw, else a warning."""
+    """Each host of a run across nodes whose NCCL lacks HCA ports most other hosts of the run
+    list: a fail when it has fewer and the run's busbw is low, else a warning."""
     lists = parsed.record.ib_hcas_by_host
     if len(lists) < 2:
         return
@@ -126,20 +142,20 @@ def hca_checks(
     )
     for nccl_host, hcas in lists.items():
         peers = [other for name, other in lists.items() if name != nccl_host]
-        widest = max(peers, key=len)
-        missing = [hca for hca in widest if all(hca in other for other in peers)]
-        missing = [hca for hca in missing if hca not in hcas]
+        expected = _expected_ports(peers)
+        missing = [hca for hca in expected if hca not in hcas]
         if not missing:
             continue
-        status, impact = _verdict(len(hcas) < len(widest), busbw, what)
+        status, impact = _verdict(len(hcas) < len(expected), busbw, what)
         subject = subjects.get(nccl_host, owner)
         called = nccl_host if subject == nccl_host else f"{subject} (NCCL's host {nccl_host})"
         gone = ", ".join(_hca_text(hca) for hca in missing)
+        who = "the" if all(hca in other for other in peers for hca in missing) else "most"
         judge.add(Check(
             check_id=f"{prefix}.ib-hcas", host=subject, category="network", status=status,
-            measured=len(hcas), reference=len(widest), source=parsed.source(),
-            reason=f"{gone} missing from NCCL's NET/IB list on {called}, which the other hosts "
-            f"have: it lists {len(hcas)} HCA port(s) ({', '.join(hcas)}), they list "
-            f"{len(widest)}; {impact} [{ACTIVE_ONLY_SOURCE}]",
+            measured=len(hcas), reference=len(expected), source=parsed.source(),
+            reason=f"{gone} missing from NCCL's NET/IB list on {called}, which {who} other "
+            f"hosts have: it lists {len(hcas)} HCA port(s) ({', '.join(hcas)}), they list "
+            f"{len(expected)}; {impact} [{ACTIVE_ONLY_SOURCE}]",
             action=f"on {subject}: {ACTION}",
         ))  # fmt: skip
