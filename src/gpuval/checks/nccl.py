@@ -10,6 +10,7 @@ from gpuval.catalog import nvlink_count
 from gpuval.catalog.nccl_warnings import WarningMeaning, classify
 from gpuval.checks.context import JudgeState
 from gpuval.checks.model import CLUSTER, Category, Check, Status
+from gpuval.checks.nccl_rails import hca_checks, inventory_host
 from gpuval.checks.rack_tests import (
     RDMA_TRANSPORTS,
     rack_reference,
@@ -184,8 +185,7 @@ def _scope(collective: str, multinode: bool, test: RackTest | None = None) -> st
 def _named_host(judge: JudgeState, name: str | None, owner: str) -> str:
     """The inventory host an output names (NCCL prints hostnames; an inventory name that is the
     hostname or its short form matches), else the check's owner."""
-    short = (name or "").split(".", 1)[0].lower()
-    return next((h for h in judge.evidence.hosts if h.split(".", 1)[0].lower() == short), owner)
+    return inventory_host(judge, name) or owner
 
 
 def _record_problems(judge: JudgeState, parsed: Parsed[NcclRun], prefix: str, owner: str,
@@ -443,6 +443,8 @@ def nccl_checks(judge: JudgeState, host: HostEvidence, parsed: Parsed[NcclRun]) 
         reference = nccl_reference(host, parsed, collective, cluster)
     bandwidth_check(judge, parsed, f"{prefix}.busbw", nccl_samples(run), reference,
                     run.algorithms, owner)  # fmt: skip
+    if multinode:
+        hca_checks(judge, parsed, prefix, owner, test)
 
 
 def all_reduce_bench_checks(judge: JudgeState, host: HostEvidence,

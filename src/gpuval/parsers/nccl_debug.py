@@ -1,4 +1,5 @@
-"""Facts in NCCL_DEBUG=INFO output: library version per host, transports, algorithms, warnings.
+"""Facts in NCCL_DEBUG=INFO output: library version per host, transports, algorithms, warnings,
+and the HCA ports each host's NCCL found.
 
 Lines look like `host:pid:tid [dev] NCCL INFO message`; NCCL_DEBUG=VERSION prints a bare
 `NCCL version 2.19.3+cuda12.2`. These lines run to millions in big logs, so `feed` only keeps
@@ -23,6 +24,15 @@ _VIA = re.compile(r" via (\S+)")
 _INDEX_PART = re.compile(r"/\d+(?=/|$)")
 _NET_USING = re.compile(r"NCCL INFO (NET/\S+) : Using")
 _NETWORK = re.compile(r"NCCL INFO Using network (\S+)")
+# `NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/RoCE [RO]; OOB ib0:10.0.0.1<0>`: the active ports
+# NCCL found, one `[index]device:port/link` each ("[RO]" and "OOB" follow; NCCL 2.4 prints
+# "Using [0]mlx5_0:1/IB ; OOB"). NCCL lists only ports in state ACTIVE, so a port that is down
+# is absent (https://github.com/NVIDIA/nccl src/transport/net_ib/init.cc, ncclIbInitDevices).
+# The sharp plugin appends `/SHARP`; newer NCCL puts `:rail` and `:plane` after the port
+# (`[0]mlx5_0:1:2/IB`); a data-direct NIC is `mlx5_0_dma`. The Socket transport's list names
+# interfaces and addresses, no link layer, and is not read here.
+_IB_USING = re.compile(r"NCCL INFO NET/IB\S* : Using([^\n]*)")
+_HCA_PORT = re.compile(r"\[\d+\]([^\s:\[\];/]+):(\d+)[\d:]*/(?:IB|RoCE)\b")
 # `32 coll channels, 32 collnet channels, 16 nvls channels, 32 p2p channels, ...`; the
 # literal lead keeps the scan fast, the counts are read from the few distinct tails. Only the
 # NVLS count says an algorithm is set up: NCCL 2.28 prints "64 collnet channels" on a lone
@@ -61,6 +71,9 @@ class DebugFacts:
     # every line is read.
     nets_using: set[str] = field(default_factory=set)
     networks: set[str] = field(default_factory=set)
+    # Per host, the HCA ports (`mlx5_0:1`) of its `NET/IB : Using` lines, in the order printed;
+    # a port that one of the host's lines lacks is left out. A host that listed none is absent.
+    hcas_by_host: dict[str, list[str]] = field(default_factory=dict)
 
     def merge(self, other: DebugFacts) -> None:
         for host, version in other.versions_by_host.items():
@@ -77,6 +90,8 @@ class DebugFacts:
         self.kept.extend(other.kept)
         self.nets_using |= other.nets_using
         self.networks |= other.networks
+        for host, hcas in other.hcas_by_host.items():
+            _hcas_seen(self, host, hcas)
 
 
 def is_debug_line(text: str) -> bool:
@@ -188,6 +203,8 @@ def read_kept(facts: DebugFacts) -> None:
             facts.mnnvl = _mnnvl(facts.mnnvl, said == "1")
     facts.networks.update(_NETWORK.findall(joined))
     facts.nets_using.update(_NET_USING.findall(joined))
+    if "NCCL INFO NET/IB" in joined:
+        _read_hca_lists(facts, joined)
     for tail in set(_CHANNEL_TAIL.findall(joined)):
         if any(int(count) > 0 for count in _NVLS_CHANNELS.findall(tail)):
             facts.algorithms.add("NVLS")
@@ -198,6 +215,25 @@ def read_kept(facts: DebugFacts) -> None:
     if facts.nranks is None:
         match = _NRANKS.search(joined)
         facts.nranks = int(match.group(1)) if match else None
+
+
+def _read_hca_lists(facts: DebugFacts, joined: str) -> None:
+    """Each `NET/IB : Using` line's HCA ports, filed under the host of its line's prefix."""
+    for found in _IB_USING.finditer(joined):
+        host = _host(joined[joined.rfind("\n", 0, found.start()) + 1 : found.start()])
+        hcas = [f"{device}:{port}" for device, port in _HCA_PORT.findall(found.group(1))]
+        if host is not None and hcas:
+            _hcas_seen(facts, host, hcas)
+
+
+def _hcas_seen(facts: DebugFacts, host: str, hcas: list[str]) -> None:
+    """A host's list of HCA ports, kept where it is its first; where NCCL printed the host
+    another, only the ports both name (a port one process did not find is not all there)."""
+    known = facts.hcas_by_host.get(host)
+    if known is None:
+        facts.hcas_by_host[host] = list(dict.fromkeys(hcas))
+    else:
+        facts.hcas_by_host[host] = [hca for hca in known if hca in hcas]
 
 
 def _mnnvl(known: bool | None, said: bool | None) -> bool | None:

@@ -419,6 +419,8 @@ class NcclRun:
     # used multi-node NVLink (None: not said); both from NCCL_DEBUG=INFO.
     channel_transports: list[str] = field(default_factory=list)
     mnnvl: bool | None = None
+    # Per host, the HCA ports (`mlx5_0:1`) its NCCL listed in `NET/IB : Using` (NCCL_DEBUG=INFO)
+    ib_hcas_by_host: dict[str, list[str]] = field(default_factory=dict)
     algorithms: list[str] = field(default_factory=list)
     nccl_warnings: list[NcclWarning] = field(default_factory=list)
     failures: list[NcclFailure] = field(default_factory=list)

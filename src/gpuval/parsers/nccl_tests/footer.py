@@ -134,6 +134,7 @@ def finish_run(
     run.transports = sorted(facts.transports)
     run.channel_transports = sorted(facts.channel_transports)
     run.mnnvl = facts.mnnvl
+    run.ib_hcas_by_host = dict(sorted(facts.hcas_by_host.items()))
     run.algorithms = sorted(facts.algorithms)
     run.nccl_warnings = facts.warnings
     hosts = {d.host for d in run.devices if d.host} | facts.hosts
