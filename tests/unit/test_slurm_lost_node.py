@@ -31,6 +31,11 @@ def test_srun_s_published_lines_name_the_failed_and_the_never_ready_nodes() -> N
     }
 
 
+def test_the_step_node3_left_on_slurm_22_05_names_node3_only() -> None:
+    said = (DATA / "srun-step-node3-set-down-22.05.txt").read_text()
+    assert lost_nodes(said) == {"node3": NODE_FAILURE}
+
+
 @pytest.mark.parametrize(
     "output",
     [
