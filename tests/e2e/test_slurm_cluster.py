@@ -8,8 +8,10 @@ node, GPU gres of stand-in device files):
   environment, as Slurm records it (slurmctld's log of the step; no accounting database here),
   and the allocation is released after it; the nodes have no mpirun and no key to each other;
 - `gpuval drain` of a judged failing run drains its node with the gpuval reason (scontrol);
-- a node set DOWN during a step across every node ends that step, not passed, and leaves
-  gpuval's allocation (salloc --no-kill), where the next step runs on the nodes that stayed;
+- a node set DOWN during a step across every node ends that step, not passed (judged: that
+  node not tested in it, the step unconfirmed for the node that ran it), and leaves gpuval's
+  allocation (salloc --no-kill), where the next step runs on the nodes that stayed and a later
+  step that needs the node is skipped as not tested;
 - a node drained by hand with another reason is never resumed by `gpuval resume`, and it is not
   tested (the step that needs it is skipped) where gpuval's allocation cannot get it;
 - the slurm_health role makes `gpuval node-health` the nodes' HealthCheckProgram, which the
@@ -34,6 +36,11 @@ from pathlib import Path
 
 import pytest
 
+from gpuval.checks import judge_run
+from gpuval.checks.thresholds import DEFAULTS
+from gpuval.evidence import build_evidence
+from gpuval.parsers.slurm_text import lost_nodes
+from gpuval.runfolder import read_run_folder
 from tests.e2e.doubles import DOUBLES, DOUBLES_ON_HOST, REPO, VENV_BIN, doubles_data
 from tests.e2e.runs import record
 from tests.simhosts.slurm import SlurmCluster, slurm_cluster
@@ -275,8 +282,10 @@ def test_a_node_that_leaves_the_allocation_mid_run_is_not_passed_and_the_run_goe
     slurm: tuple[SlurmCluster, Path], steps_run: tuple[subprocess.CompletedProcess[str], str]
 ) -> None:
     """node3 is set DOWN while a step across the three nodes runs: Slurm ends that step (not
-    passed), takes node3 out of gpuval's allocation (salloc --no-kill) and keeps node1 and node2
-    in it, where the run's next step runs; gpuval releases the allocation at the end."""
+    passed: node3 not tested in it, unconfirmed for node1), takes node3 out of gpuval's
+    allocation (salloc --no-kill) and keeps node1 and node2 in it, where the run's next step
+    runs, and a later step that needs node3 is skipped as not tested; gpuval releases the
+    allocation at the end."""
     cluster, work = slurm
     marker = cluster.node(LEAVER).root / "var/tmp/gpuval-e2e" / f"leave-{LEAVER}"
     started = time.monotonic()
@@ -307,6 +316,16 @@ def test_a_node_that_leaves_the_allocation_mid_run_is_not_passed_and_the_run_goe
     # The step after the one node3 left (step 1) of the same allocation, on the nodes that stayed.
     assert lines == ["node=node1", "node=node2", f"step={job}.1", f"step={job}.1"], lines
     assert f"Removing failed node {LEAVER} from JobId={job}" in cluster.controller_log.read_text()
+    # The later step that needs node3 again: skipped, not tested (gpuval_mpirun read the job's
+    # nodes before it), no srun started.
+    after = json.loads((node1 / "slurm-after.meta.json").read_text())
+    assert after["skipped"] == f"not tested: {LEAVER} not in Slurm allocation {job}", after
+    assert not (node1 / "slurm-after.txt").exists()
+    # The step node3 left, as the judge reads it: srun's line names node3, which is not tested
+    # in it; node1, which ran it, is neither passed nor failed on its exit status.
+    assert lost_nodes(said) == {LEAVER: f"srun: error: Node failure on {LEAVER}"}, said
+    verdicts = judged_leave_step(work / "leaver-run", node1)
+    assert verdicts == {"node1": "unjudged", LEAVER: "unjudged"}, verdicts
     state = cluster.run("scontrol", "--oneliner", "show", "job", job).stdout
     assert "JobState=CANCELLED" in state and " NodeList=node[1-2] " in state, state
     # Back in service for the tests after this one (ReturnToService=2 may have done it already).
@@ -315,6 +334,16 @@ def test_a_node_that_leaves_the_allocation_mid_run_is_not_passed_and_the_run_goe
     while node_fields(cluster, LEAVER)["State"] != "IDLE" and time.monotonic() < deadline:
         time.sleep(0.5)
     assert node_fields(cluster, LEAVER)["State"] == "IDLE", node_fields(cluster, LEAVER)
+
+
+def judged_leave_step(run: Path, node1: Path) -> dict[str, str]:
+    """The step node3 left, judged in a run folder of its own: each host's status of it."""
+    (run / "raw" / "node1").mkdir(parents=True)
+    for name in ("slurm-leave.txt", "slurm-leave.meta.json"):
+        shutil.copy(node1 / name, run / "raw" / "node1" / name)
+    (run / "run.json").write_text(json.dumps({"run_id": "leaver", "hosts": NODES}))
+    checks = judge_run(build_evidence(read_run_folder(run)), DEFAULTS).checks
+    return {c.host: c.status for c in checks if c.check_id == "step.slurm-leave"}
 
 
 def test_gpuval_drain_drains_the_node_a_judged_run_fails(slurm: tuple[SlurmCluster, Path]) -> None:
@@ -467,6 +496,8 @@ def test_the_health_program_drains_a_throttled_node_and_resumes_it_once_healthy(
         cluster, seen,
         lambda: not drained(node_fields(cluster, THROTTLED))
         and exit_statuses(cluster, THROTTLED)[-1:] == ["0"]
+        # Each node's first run is unjudged (no counters captured before it): wait for a pass.
+        and "node1: PASS" in health_log(cluster, "node1")
         and "node2: PASS" in health_log(cluster, "node2"),
     ), (node_fields(cluster, THROTTLED), health_log(cluster, THROTTLED))  # fmt: skip
     fields = node_fields(cluster, THROTTLED)

@@ -122,6 +122,8 @@ def _run(command: Sequence[str], timeout: float) -> str:
 
 
 def job_nodes(job_id: str) -> list[str]:
+    """The nodes the job holds now (`scontrol show job`'s NodeList), which a node that left it
+    during the run is no longer among."""
     command = [SCONTROL, "--oneliner", "show", "job", job_id]
     found = _NODELIST.search(_run(command, TIMEOUT_S))
     if not found or found.group(1) in ("", "(null)"):
