@@ -3,13 +3,10 @@ hosts, and whether anything was measured at all. Missing evidence is never a pas
 
 from __future__ import annotations
 
-from pathlib import Path, PurePosixPath
-
 from gpuval import parsers
 from gpuval.checks.context import JudgeState
 from gpuval.checks.model import CLUSTER, Check, Status
 from gpuval.evidence import RUN_JSON, ParsedFile
-from gpuval.parsers.slurm_text import lost_nodes
 from gpuval.plan.steps import failed_phase, pair_step
 from gpuval.records.bandwidth import AllReduceBenchRun, NvbandwidthRun
 from gpuval.records.base import Diagnostic
@@ -17,7 +14,6 @@ from gpuval.records.collective_bench import CollectiveBenchRun
 from gpuval.records.nccl import NcclRun
 from gpuval.records.network import Iperf3Run
 from gpuval.records.p2p import P2PRun
-from gpuval.runfolder import RefusedPath, host_file
 
 
 def located(diagnostic: Diagnostic) -> str | None:
@@ -72,19 +68,7 @@ def folder_checks(judge: JudgeState) -> None:
         ))  # fmt: skip
 
 
-def _lost_nodes(run_dir: Path, file: ParsedFile) -> dict[str, str]:
-    """The nodes Slurm says a step that exited non-zero lost while it ran, each with srun's own
-    line (`srun: error: Node failure on node3`, see gpuval.parsers.slurm_text); {} otherwise."""
-    if file.ended is None or file.ended[0] != "exit_status":
-        return {}
-    try:
-        path = host_file(run_dir, file.host, PurePosixPath(file.path).name)
-        return lost_nodes(parsers.read_text(path)) if path else {}
-    except (RefusedPath, OSError):
-        return {}  # the file's own checks say why it cannot be read
-
-
-def _step_problem(file: ParsedFile, lost: dict[str, str]) -> tuple[Status, str] | None:
+def _step_problem(file: ParsedFile) -> tuple[Status, str] | None:
     if file.ended is None:
         return None
     if file.failure_record is not None:
@@ -104,7 +88,7 @@ def _step_problem(file: ParsedFile, lost: dict[str, str]) -> tuple[Status, str] 
         return "fail", f"{step} timed out{detail}"
     if kind == "unfinished":
         return "fail", f"{step} did not finish: no exit status recorded ({detail})"
-    if lost:
+    if lost := file.lost_nodes:
         # Slurm ended the step because a node left it: no evidence against the nodes that
         # stayed, and none for them either.
         said = "; ".join(dict.fromkeys(lost.values()))
@@ -123,15 +107,14 @@ def step_checks(judge: JudgeState) -> None:
     for file in judge.evidence.files:
         if file.is_pair_try:
             continue
-        lost = _lost_nodes(folder.run_dir, file)
-        problem = _step_problem(file, lost)
+        problem = _step_problem(file)
         if problem and file.ended:
             judge.add(Check(
                 check_id=f"step.{file.step}", host=file.host, category="completeness",
                 status=problem[0], reason=problem[1], source=file.path, measured=file.exit_code,
                 reference=None if file.ended[0] == "skipped" else 0,
             ))  # fmt: skip
-        for node, said in lost.items():
+        for node, said in file.lost_nodes.items():
             if node != file.host and node in folder.hosts:
                 judge.add(Check(
                     check_id=f"step.{file.step}", host=node, category="completeness",

@@ -29,6 +29,7 @@ from gpuval.evidence.model import (
     Topology,
     pci_key,
 )
+from gpuval.parsers.slurm_text import lost_nodes
 from gpuval.plan.steps import AFTER_SUFFIX, HEALTH_PHASE, failed_phase, pair_step
 from gpuval.records.bandwidth import AllReduceBenchRun, NvbandwidthRun
 from gpuval.records.collective_bench import CollectiveBenchRun, MpiPreflightRun
@@ -68,6 +69,16 @@ def _failure_record(raw: RawFile, run_dir: Path) -> str:
     return " ".join(text.split()) or "its record is empty"
 
 
+def _lost_nodes(raw: RawFile, run_dir: Path) -> dict[str, str]:
+    """The nodes Slurm says a step that exited non-zero lost while it ran (srun's own lines, see
+    gpuval.parsers.slurm_text); {} where the output cannot be read (its own checks say why)."""
+    try:
+        path = host_file(run_dir, raw.host, PurePosixPath(raw.path).name)
+        return lost_nodes(parsers.read_text(path)) if path else {}
+    except (RefusedPath, OSError):
+        return {}
+
+
 def parsed_file(raw: RawFile, run_dir: Path) -> ParsedFile:
     """The judge's view of one raw file (what it reads of the sidecar and of the parse)."""
     sidecar, parse = raw.sidecar, raw.parse
@@ -85,6 +96,7 @@ def parsed_file(raw: RawFile, run_dir: Path) -> ParsedFile:
         ended=ended,
         exit_code=sidecar.exit_code if sidecar else None,
         failure_record=_failure_record(raw, run_dir) if failed else None,
+        lost_nodes=_lost_nodes(raw, run_dir) if ended and ended[0] == "exit_status" else {},
         runs=tuple(parse.runs) if parse else (),
         errors=tuple(parse.errors) if parse else (),
         warnings=tuple(parse.warnings) if parse else (),

@@ -59,6 +59,9 @@ class ParsedFile:
     # What the controller wrote when the node failed a phase (a failed-phase step that ended
     # badly): the task and its message, or why it cannot be read.
     failure_record: str | None = None
+    # The nodes Slurm says the step lost while it ran (a step that exited non-zero whose output
+    # has srun's `Node failure on node3`), each with srun's own line; {} otherwise.
+    lost_nodes: dict[str, str] = field(default_factory=dict)
     runs: tuple[object, ...] = ()
     errors: tuple[Diagnostic, ...] = ()
     warnings: tuple[Diagnostic, ...] = ()
