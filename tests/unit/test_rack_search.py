@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
+from tests.action_plugins import run_action
 from tests.run_folders import write_run_json, write_step
 
 from gpuval.checks import judge_run
@@ -156,3 +158,33 @@ def test_unconfirmed_suspects_are_unjudged_never_passed(tmp_path: Path) -> None:
     assert search["tray07"].status == "unjudged", search["tray07"].reason
     assert search["tray06"].status == "unjudged", search["tray06"].reason
     assert {t for t, c in search.items() if c.status == "fail"} == set()
+
+
+def planned(run: Path) -> dict[str, Any]:
+    return run_action("gpuval_rack_search", {"run_dir": str(run)}, {}).result
+
+
+def test_the_action_plans_the_halves_of_a_failed_rack(tmp_path: Path) -> None:
+    write_rack(tmp_path, {"tray07"}, searched=False)
+    result = planned(tmp_path)
+    assert result["rounds"] == [[
+        {"launcher": "tray01", "trays": TRAYS[:9], "step": "rack-search-nccl-all_reduce-r2"},
+        {"launcher": "tray10", "trays": TRAYS[9:], "step": "rack-search-nccl-all_reduce-r2"},
+    ]]  # fmt: skip
+    # 9 | 9, 5 | 4, 3 | 2, 2 | 1 group rounds at most, then the confirmation.
+    assert result["stages_left"] == 5
+
+
+def test_the_action_plans_nothing_once_the_search_is_done(tmp_path: Path) -> None:
+    write_rack(tmp_path, {"tray07"})
+    result = planned(tmp_path)
+    assert result["rounds"] == []
+    assert result["stages_left"] == 0
+    assert "flagged tray07" in result["summaries"][0]
+
+
+def test_the_action_leaves_a_rack_that_passed(tmp_path: Path) -> None:
+    write_rack(tmp_path, set(), searched=False)
+    result = planned(tmp_path)
+    assert (result["rounds"], result["stages_left"]) == ([], 0)
+    assert result["summaries"] == [f"rack {RACK}: its test passed, not searched"]
