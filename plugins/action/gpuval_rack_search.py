@@ -66,12 +66,9 @@ class ActionModule(ActionBase):
     _supports_check_mode = True
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
-        from gpuval.checks.context import JudgeState
-        from gpuval.checks.rack_search import SEARCHED, next_stage
-        from gpuval.checks.thresholds import load_thresholds
-        from gpuval.evidence import build_evidence
         from gpuval.plan.confirmation import MIN_PARTNERS
-        from gpuval.runfolder import RunFolderError, read_run_folder
+        from gpuval.plugin_api import plan_rack_search
+        from gpuval.runfolder import RunFolderError
 
         result: dict[str, Any] = super().run(tmp, task_vars or {})
         _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
@@ -85,11 +82,8 @@ class ActionModule(ActionBase):
                 return {**result, **nothing}
             return {**result, "failed": True, "msg": f"run folder {run_dir} does not exist"}
         try:
-            thresholds = load_thresholds(Path(args["thresholds"]) if args["thresholds"] else None)
-            evidence = build_evidence(read_run_folder(run_dir))
-            planned = next_stage(
-                evidence, JudgeState(evidence, thresholds), SEARCHED, args["partners"]
-            )
+            thresholds = Path(args["thresholds"]) if args["thresholds"] else None
+            planned = plan_rack_search(run_dir, thresholds, args["partners"])
         except (ValueError, RunFolderError) as problem:  # thresholds or run.json unreadable
             return {**result, "failed": True, "msg": str(problem)}
         return {**result, **nothing, **planned}

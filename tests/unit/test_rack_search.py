@@ -188,3 +188,10 @@ def test_the_action_leaves_a_rack_that_passed(tmp_path: Path) -> None:
     result = planned(tmp_path)
     assert (result["rounds"], result["stages_left"]) == ([], 0)
     assert result["summaries"] == [f"rack {RACK}: its test passed, not searched"]
+
+
+def test_the_action_refuses_one_partner(tmp_path: Path) -> None:
+    write_rack(tmp_path, {"tray07"}, searched=False)
+    result = run_action("gpuval_rack_search", {"run_dir": str(tmp_path), "partners": 1}, {})
+    assert result.result["failed"] is True
+    assert "at least 2" in result.result["msg"]
