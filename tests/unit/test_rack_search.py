@@ -93,6 +93,21 @@ def test_one_bad_tray_costs_six_rounds() -> None:
     assert [len(r) for r in stages] == [2, 2, 2, 2, 2]
 
 
+def test_two_bad_trays_cost_seven_rounds() -> None:
+    # screen; 1-9 and 10-18 both fail; 1-5 passes, 6-9 and 10-14 fail, 15-18 passes; 6-7 and
+    # 10-12 fail, 8-9 and 13-14 pass; 10-11 passes (tray12 alone: a suspect); tray06, tray07 and
+    # tray12 each meet two trays that passed: six pairs in two rounds of disjoint pairs.
+    rounds, flagged, stages = played({"tray07", "tray12"})
+    assert flagged == ["tray07", "tray12"]
+    assert rounds == 7
+    assert [[r.trays for r in stage_round] for stage_round in stages[:4]] == [
+        [tuple(TRAYS[:9]), tuple(TRAYS[9:])],
+        [tuple(TRAYS[:5]), tuple(TRAYS[5:9]), tuple(TRAYS[9:14]), tuple(TRAYS[14:])],
+        [tuple(TRAYS[5:7]), tuple(TRAYS[7:9]), tuple(TRAYS[9:12]), tuple(TRAYS[12:14])],
+        [tuple(TRAYS[9:11])],
+    ]
+
+
 def test_a_search_step_is_not_a_rack_test() -> None:
     step = rack_search.search_step("all_reduce", 3)
     assert rack_search.is_search_step(step)
@@ -100,7 +115,7 @@ def test_a_search_step_is_not_a_rack_test() -> None:
     assert not rack_search.is_search_step(steps.rack_nccl("all_reduce"))
 
 
-def write_rack(run: Path, bad: set[str], searched: bool = True) -> None:
+def write_rack(run: Path, bad: set[str], searched: bool = True, bad_text: str = "") -> None:
     declared = {t: {"gpu_model": "GB200", "nvl_domain": RACK,
                     "system": "GB200 NVL72 compute tray"} for t in TRAYS}  # fmt: skip
     write_run_json(run, "rack-search", TRAYS, declared=declared)
@@ -112,7 +127,7 @@ def write_rack(run: Path, bad: set[str], searched: bool = True) -> None:
         return
     _, _, stages = played(bad)
     for run_ in (r for stage_round in stages for r in stage_round):
-        text = slow if bad & set(run_.trays) else HEALTHY
+        text = (bad_text or slow) if bad & set(run_.trays) else HEALTHY
         write_step(run, run_.launcher, run_.step, text, phase="internode", tool="nccl-tests",
                    env=env)  # fmt: skip
 
@@ -195,3 +210,16 @@ def test_the_action_refuses_one_partner(tmp_path: Path) -> None:
     result = run_action("gpuval_rack_search", {"run_dir": str(tmp_path), "partners": 1}, {})
     assert result.result["failed"] is True
     assert "at least 2" in result.result["msg"]
+
+
+def test_a_group_that_left_nvlink_fails_its_tray(tmp_path: Path) -> None:
+    # DERIVED: the healthy output with its channel line over the network (as on a tray whose
+    # GPUs never joined the fabric): fast enough, but it did not measure multi-node NVLink.
+    fell_back = HEALTHY.replace("via P2P/MNNVL", "via NET/IB/0/GDRDMA")
+    assert fell_back != HEALTHY
+    write_rack(tmp_path, {"tray07"}, bad_text=fell_back)
+    checks = checks_of(tmp_path)
+    search = {c.host: c for c in checks if c.check_id == "nccl-tests.all_reduce.rack-search"}
+    assert {t for t, c in search.items() if c.status != "pass"} == {"tray07"}
+    assert search["tray07"].status == "fail"
+    assert "fell back to the network" in search["tray07"].reason
