@@ -19,7 +19,7 @@ description:
     reads the controller's run folder (C(run.json), C(raw/<host>/)) as collected so far. Never
     connects to a node.
   - Judges each rack test (C(rack-nccl-all_reduce)) as the report does; a rack whose test failed
-    is searched by group testing (C(gpuval.plan.rack_search), the staged search): halves of its
+    is searched by group testing (C(gpuval.plan.rack_search), the staged search), halves of its
     trays, then each suspect with two trays that passed, every group an all_reduce over
     multi-node NVLink. The search is replayed from the group runs' outputs at every call
     (C(gpuval.checks.rack_search.next_stage)), so nothing is handed back between calls and the
@@ -41,7 +41,7 @@ RETURN = r"""
 rounds:
   description:
     - The next stage's runs in rounds; the runs of one round start at once (disjoint trays).
-      Each run is C({launcher, trays, step}): mpirun on C(launcher) over C(trays), written as
+      Each run is C({launcher, trays, step}), mpirun on C(launcher) over C(trays), written as
       C(step) (C(rack-search-nccl-all_reduce-r<round>)).
   type: list
   returned: always
