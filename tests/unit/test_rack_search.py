@@ -173,6 +173,9 @@ def test_unconfirmed_suspects_are_unjudged_never_passed(tmp_path: Path) -> None:
     assert search["tray07"].status == "unjudged", search["tray07"].reason
     assert search["tray06"].status == "unjudged", search["tray06"].reason
     assert {t for t, c in search.items() if c.status == "fail"} == set()
+    # A group run's ending is the search's reason: no fail pinned on the tray that launched it.
+    launched = [c for c in checks if "rack-search-" in (c.source or "") + c.check_id]
+    assert {c.check_id for c in launched if c.status == "fail"} == set(), launched
 
 
 def planned(run: Path) -> dict[str, Any]:

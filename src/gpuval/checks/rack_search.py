@@ -95,12 +95,15 @@ def _run_result(
     judge: JudgeState, launcher: str, step: str, rack: str, collective: str
 ) -> GroupResult | None:
     """The result of `step` on `launcher`, None where it left no file at all."""
-    if not any(f.host == launcher and f.step == step for f in judge.evidence.files):
+    files = [f for f in judge.evidence.files if f.host == launcher and f.step == step]
+    if not files:
         return None
     host = judge.evidence.hosts.get(launcher)
     found = [p for p in (host.nccl if host else ()) if p.file.step == step]
     if not found:
-        return GroupResult(None, f"{step} on {launcher} left no nccl-tests table", step)
+        ended = f" ({files[-1].ended[0]}: {files[-1].ended[1]})" if files[-1].ended else ""
+        why = f"{step} on {launcher} left no nccl-tests table{ended}"
+        return GroupResult(None, why, files[-1].path)
     return group_result(judge, found[-1], rack, collective)
 
 
