@@ -181,8 +181,13 @@ def _tray_check(found: RackSearch, tray: str, check_id: str) -> Check:
     assert found.search is not None
     search = found.search
     verdict = search.verdicts().get(tray)
-    mine = [(run, r) for run, r in found.results.items() if tray in run.trays]
-    last = mine[-1][1] if mine else found.rack_test
+    mine = [r for run, r in found.results.items() if tray in run.trays]
+
+    def last(outcome: Outcome | str) -> GroupResult:
+        """The tray's latest run with that outcome (any outcome: "any"), else the rack test."""
+        said = [r for r in mine if outcome == "any" or r.outcome is outcome]
+        return said[-1] if said else found.rack_test
+
     rounds = f"the search of rack {found.rack} took {search.rounds} stage(s)"
     status: Status
     if verdict == "flagged":
@@ -192,26 +197,34 @@ def _tray_check(found: RackSearch, tray: str, check_id: str) -> Check:
             (
                 f"{tray} slows its rack's multi-node NVLink: every group that held it stayed below "
                 f"the rack's NVLink reference, and so did each pair with a tray that passed "
-                f"({partners}); {rounds}; last: {last.reason}"
+                f"({partners}); {rounds}; last: {last(False).reason}"
             ),
         )
+        cited = last(False)
     elif verdict == "cleared" or (verdict is None and tray in search.known_good):
         status, reason = (
             "pass",
             (
-                f"{tray} was in a group of rack {found.rack} that reached the rack's NVLink "
-                f"reference; {rounds}; last: {last.reason}"
+                f"{tray} reached the rack's NVLink reference "
+                + (
+                    f"with each of {', '.join(search_partners(search, tray))} (a suspect cleared)"
+                    if verdict == "cleared"
+                    else f"in a group of rack {found.rack}"
+                )
+                + f"; {rounds}; last: {last(True).reason}"
             ),
         )
+        cited = last(True)
     else:
         why = (
             f"a suspect the search could not confirm ({verdict})" if verdict
             else "a suspect with no partner that passed" if tray in search.suspects
             else "not cleared: the search stopped before it was measured"
         )  # fmt: skip
-        status, reason = "unjudged", f"{tray}: {why}; {rounds}; last: {last.reason}"
+        cited = last("any")
+        status, reason = "unjudged", f"{tray}: {why}; {rounds}; last: {cited.reason}"
     return Check(check_id=check_id, host=tray, category="bandwidth", status=status, reason=reason,
-                 source=last.source, action=ACTION if status == "fail" else None)  # fmt: skip
+                 source=cited.source, action=ACTION if status == "fail" else None)  # fmt: skip
 
 
 def rack_search_checks(judge: JudgeState) -> None:
