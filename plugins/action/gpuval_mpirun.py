@@ -25,7 +25,9 @@ description:
   - With the inventory variable C(gpuval_launcher=slurm), ranks on several nodes start as a job
     step of the Slurm allocation C(gpuval_slurm_jobid) (C(srun --overlap --mpi=pmix), see
     C(gpuval.plan.mpirun.srun_command)), each host as its C(gpuval_slurm_node); a host outside
-    the allocation (C(gpuval_slurm_allocated), when set) makes the step skipped, not tested.
+    the allocation (C(gpuval_slurm_allocated), when set), or one that has left it since (the
+    job's nodes, read with C(scontrol show job) on the controller before each srun step), makes
+    the step skipped, not tested.
 options:
   hosts:
     description: Inventory names of the hosts the ranks run on (C(localhost) for the node itself).
@@ -117,10 +119,9 @@ class ActionModule(ActionBase):
             capture["skip_reason"] = NO_LAUNCHER
         allocation = self._allocation(task_vars, args["hosts"])
         if allocation is not None and "skip_reason" not in capture:
-            missing = not_allocated(args["hosts"], allocation)
             if not allocation.job_id:
                 capture["skip_reason"] = NO_ALLOCATION
-            elif missing:
+            elif missing := not_allocated(args["hosts"], self._held(allocation, args["hosts"])):
                 capture["skip_reason"] = (
                     f"not tested: {', '.join(missing)} not in Slurm allocation {allocation.job_id}"
                 )
@@ -155,6 +156,24 @@ class ActionModule(ActionBase):
             )
         )
         return result
+
+    @staticmethod
+    def _held(allocation: SlurmSteps, hosts: list[str]) -> SlurmSteps:
+        """The allocation as Slurm holds it now, read before every srun step: a node that left
+        it since it was granted (failed, or set down) is no longer in it."""
+        from gpuval.plan.mpirun import still_allocated
+        from gpuval.slurm.allocation import job_nodes
+        from gpuval.slurm.scontrol import SlurmCommandError
+
+        if hosts == ["localhost"]:  # one node's ranks start with mpirun, not in the allocation
+            return allocation
+        try:
+            return still_allocated(allocation, job_nodes(allocation.job_id))
+        except SlurmCommandError as problem:
+            raise AnsibleActionFail(
+                f"cannot read the nodes of Slurm allocation {allocation.job_id}"
+                f" (gpuval_slurm_jobid) on the controller: {problem}"
+            ) from problem
 
     def _allocation(self, task_vars: dict[str, Any], hosts: list[str]) -> SlurmSteps | None:
         """The Slurm allocation the steps start in, or None where the launcher is mpirun."""

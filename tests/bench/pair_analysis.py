@@ -124,7 +124,7 @@ def _round_files(made: Templates, rounds: Rounds, first: int, speed: Speed) -> l
     for number, pairs in enumerate(rounds, start=first):
         for pair in pairs:
             share = speed(*pair)
-            tries = 1 if share >= DEFAULTS.pair_low_fraction else DEFAULTS.pair_max_tries
+            tries = 1 if share >= DEFAULTS.pair_low_fraction else RunPlan().pairs_max_tries
             for attempt in range(1, tries + 1):
                 files += _pair_files(made, number, pair, share, attempt)
     return files

@@ -8,8 +8,17 @@ node, GPU gres of stand-in device files):
   environment, as Slurm records it (slurmctld's log of the step; no accounting database here),
   and the allocation is released after it; the nodes have no mpirun and no key to each other;
 - `gpuval drain` of a judged failing run drains its node with the gpuval reason (scontrol);
+- a node set DOWN during a step across every node ends that step, not passed (judged: that
+  node not tested in it, the step unconfirmed for the node that ran it), and leaves gpuval's
+  allocation (salloc --no-kill), where the next step runs on the nodes that stayed and a later
+  step that needs the node is skipped as not tested;
 - a node drained by hand with another reason is never resumed by `gpuval resume`, and it is not
-  tested (the step that needs it is skipped) where gpuval's allocation cannot get it.
+  tested (the step that needs it is skipped) where gpuval's allocation cannot get it;
+- the slurm_health role makes `gpuval node-health` the nodes' HealthCheckProgram, which the
+  real slurmd runs: a node whose GPU reports a hardware thermal slowdown (the GPU doubles'
+  `nvidia-smi -q -x`) is drained with the gpuval reason while the others stay idle, and the
+  program itself resumes it once the slowdown is gone; the node drained by hand stays drained
+  though the program passes it. Its duration as slurmd ran it is recorded (a 60 s budget).
 """
 
 from __future__ import annotations
@@ -18,15 +27,21 @@ import json
 import os
 import re
 import shutil
+import site
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.doubles import REPO, VENV_BIN
+from gpuval.checks import judge_run
+from gpuval.checks.thresholds import DEFAULTS
+from gpuval.evidence import build_evidence
+from gpuval.parsers.slurm_text import lost_nodes
+from gpuval.runfolder import read_run_folder
+from tests.e2e.doubles import DOUBLES, DOUBLES_ON_HOST, REPO, VENV_BIN, doubles_data
 from tests.e2e.runs import record
 from tests.simhosts.slurm import SlurmCluster, slurm_cluster
 
@@ -36,10 +51,41 @@ HERE = Path(__file__).parent
 NODES = ["node1", "node2", "node3"]
 GPUS = 4
 HAND_REASON = "disk replacement, ticket 4711"
+LEAVER = "node3"
+LEFT = "e2e: left during a step"
 STEP_OUTPUT = "var/tmp/gpuval-e2e/slurm-ranks"
 PAIR_OUTPUT = "var/tmp/gpuval-e2e/slurm-pair.txt"
 PREFLIGHT_OUTPUT = "var/tmp/gpuval-e2e/mpi-preflight.txt"
 PREFLIGHT_SOURCE = REPO / "src" / "gpuval" / "nodebench" / "mpi_preflight.c"
+# gpuval on the nodes: this checkout's package and the controller's site-packages, both bound
+# read-only into the hosts (Debian 12's python3 is 3.11, as the controller's).
+SITE_PACKAGES = str(
+    Path(next(p for p in site.getsitepackages() if p.endswith("site-packages"))).resolve()
+)
+SOURCE = str(REPO / "src")
+HEALTH_GPUVAL = "/opt/gpuval-e2e/gpuval"
+HEALTH_LOG = "var/log/gpuval-node-health.log"
+# slurmd runs the program every HEALTH_INTERVAL_S: short, so that a drain and a resume each take
+# one or two runs of the test, not the five minutes of the role's default.
+HEALTH_INTERVAL_S = 8
+HEALTH_BUDGET_S = 60  # slurmd kills a HealthCheckProgram after 60 s (man slurm.conf)
+HEALTH_WAIT_S = 120
+THROTTLED = "node3"
+# GPU0 of the throttled node: the nvidia-smi -q -x element of a hardware thermal slowdown, as
+# the recorded H100 prints it, set Active (health-data.py's recording, this one edit).
+SLOWDOWN_OFF = "<clocks_event_reason_hw_thermal_slowdown>Not Active<"
+SLOWDOWN_ON = "<clocks_event_reason_hw_thermal_slowdown>Active<"
+THROTTLE_REASON = "gpuval: health.clocks: GPU0 hw_thermal_slowdown active"
+# gpuval from the bound checkout, the GPU doubles first on slurmd's PATH; its wall time as
+# slurmd runs it, appended to the program's log by the role's wrapper.
+HEALTH_SHIM = f"""#!/bin/sh
+started=$(date +%s%N)
+PATH="{DOUBLES_ON_HOST}/bin:$PATH" PYTHONPATH="{SOURCE}:{SITE_PACKAGES}" \\
+  /usr/bin/python3 -m gpuval "$@"
+status=$?
+echo "gpuval-e2e: node-health took $(( ($(date +%s%N) - started) / 1000000 )) ms"
+exit $status
+"""
 
 
 @pytest.fixture(scope="module")
@@ -49,8 +95,9 @@ def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SlurmClust
     preflight = work / "mpi_preflight"
     subprocess.run(["mpicc", "-O2", "-o", str(preflight), str(PREFLIGHT_SOURCE)], check=True)
     with slurm_cluster(
-        len(NODES), "e2e-slurm", gpus_per_node=GPUS, extra_packages=("libopenmpi3",)
-    ) as cluster:
+        len(NODES), "e2e-slurm", gpus_per_node=GPUS, extra_packages=("libopenmpi3",),
+        bind_ro=[SOURCE, SITE_PACKAGES],
+    ) as cluster:  # fmt: skip
         record(f"Slurm on {len(NODES)} simulated hosts: up in {cluster.start_seconds:.1f} s")
         for name in NODES:
             target = cluster.node(name).root / "opt/gpuval-e2e"
@@ -62,7 +109,10 @@ def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SlurmClust
             # Slurm's logs, for a failing test's reader (the cluster's state goes with it).
             shutil.copy(cluster.controller_log, work / "slurmctld.log")
             for name in NODES:
-                shutil.copy(cluster.node(name).root / "var/log/slurmd.log", work / f"{name}.log")
+                root = cluster.node(name).root
+                shutil.copy(root / "var/log/slurmd.log", work / f"{name}.log")
+                if (root / HEALTH_LOG).exists():
+                    shutil.copy(root / HEALTH_LOG, work / f"{name}.node-health.log")
 
 
 def environment(slurm: SlurmCluster) -> dict[str, str]:
@@ -228,6 +278,74 @@ def test_the_nodes_start_no_mpirun_and_hold_no_key_to_each_other(
     assert not (node.root / "root/.ssh/id_gpuval_ed25519").exists()
 
 
+def test_a_node_that_leaves_the_allocation_mid_run_is_not_passed_and_the_run_goes_on(
+    slurm: tuple[SlurmCluster, Path], steps_run: tuple[subprocess.CompletedProcess[str], str]
+) -> None:
+    """node3 is set DOWN while a step across the three nodes runs: Slurm ends that step (not
+    passed: node3 not tested in it, unconfirmed for node1), takes node3 out of gpuval's
+    allocation (salloc --no-kill) and keeps node1 and node2 in it, where the run's next step
+    runs, and a later step that needs node3 is skipped as not tested; gpuval releases the
+    allocation at the end."""
+    cluster, work = slurm
+    marker = cluster.node(LEAVER).root / "var/tmp/gpuval-e2e" / f"leave-{LEAVER}"
+    started = time.monotonic()
+    with subprocess.Popen(
+        [str(VENV_BIN / "ansible-playbook"), "-i", str(ini_inventory(cluster, work)),
+         str(HERE / "slurm_steps.yml"), "-e", f"e2e_leaver={LEAVER}"],
+        cwd=REPO, env=environment(cluster), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True,
+    ) as playbook:  # fmt: skip
+        deadline = time.monotonic() + 60
+        while not marker.exists() and time.monotonic() < deadline and playbook.poll() is None:
+            time.sleep(0.2)
+        cluster.run("scontrol", "update", f"NodeName={LEAVER}", "State=DOWN", f"Reason={LEFT}")
+        output, _ = playbook.communicate(timeout=120)
+    (work / "leaver.ansible.log").write_text(output)
+    record(f"slurm_steps.yml ({LEAVER} leaves), {len(NODES)} nodes: "
+           f"{time.monotonic() - started:.1f} s")  # fmt: skip
+    assert playbook.returncode == 0, output[-4000:]
+    node1 = cluster.node("node1").root / "var/tmp/gpuval-e2e"
+    left = json.loads((node1 / "slurm-leave.meta.json").read_text())
+    said = (node1 / "slurm-leave.txt").read_text()
+    assert left["exit_code"] not in (0, None) and not left["skipped"], left
+    assert f"srun: error: Node failure on {LEAVER}" in said, said
+    stayed = json.loads((node1 / "slurm-stayed.meta.json").read_text())
+    assert stayed["exit_code"] == 0, stayed
+    lines = sorted((node1 / "slurm-stayed.txt").read_text().split())
+    job = lines[-1].removeprefix("step=").split(".")[0]
+    # The step after the one node3 left (step 1) of the same allocation, on the nodes that stayed.
+    assert lines == ["node=node1", "node=node2", f"step={job}.1", f"step={job}.1"], lines
+    assert f"Removing failed node {LEAVER} from JobId={job}" in cluster.controller_log.read_text()
+    # The later step that needs node3 again: skipped, not tested (gpuval_mpirun read the job's
+    # nodes before it), no srun started.
+    after = json.loads((node1 / "slurm-after.meta.json").read_text())
+    assert after["skipped"] == f"not tested: {LEAVER} not in Slurm allocation {job}", after
+    assert not (node1 / "slurm-after.txt").exists()
+    # The step node3 left, as the judge reads it: srun's line names node3, which is not tested
+    # in it; node1, which ran it, is neither passed nor failed on its exit status.
+    assert lost_nodes(said) == {LEAVER: f"srun: error: Node failure on {LEAVER}"}, said
+    verdicts = judged_leave_step(work / "leaver-run", node1)
+    assert verdicts == {"node1": "unjudged", LEAVER: "unjudged"}, verdicts
+    state = cluster.run("scontrol", "--oneliner", "show", "job", job).stdout
+    assert "JobState=CANCELLED" in state and " NodeList=node[1-2] " in state, state
+    # Back in service for the tests after this one (ReturnToService=2 may have done it already).
+    cluster.run("scontrol", "update", f"NodeName={LEAVER}", "State=RESUME", check=False)
+    deadline = time.monotonic() + 30
+    while node_fields(cluster, LEAVER)["State"] != "IDLE" and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert node_fields(cluster, LEAVER)["State"] == "IDLE", node_fields(cluster, LEAVER)
+
+
+def judged_leave_step(run: Path, node1: Path) -> dict[str, str]:
+    """The step node3 left, judged in a run folder of its own: each host's status of it."""
+    (run / "raw" / "node1").mkdir(parents=True)
+    for name in ("slurm-leave.txt", "slurm-leave.meta.json"):
+        shutil.copy(node1 / name, run / "raw" / "node1" / name)
+    (run / "run.json").write_text(json.dumps({"run_id": "leaver", "hosts": NODES}))
+    checks = judge_run(build_evidence(read_run_folder(run)), DEFAULTS).checks
+    return {c.host: c.status for c in checks if c.check_id == "step.slurm-leave"}
+
+
 def test_gpuval_drain_drains_the_node_a_judged_run_fails(slurm: tuple[SlurmCluster, Path]) -> None:
     cluster, work = slurm
     # The suite's sample run fails dgx-8xa100 (two NCCL checks): here it is node1.
@@ -262,3 +380,142 @@ def test_a_node_drained_by_hand_is_never_resumed_and_not_tested(
     sidecar = json.loads((cluster.node("node1").root / f"{STEP_OUTPUT}.meta.json").read_text())
     assert re.match(r"not tested: node2 not in Slurm allocation \d+", sidecar["skipped"])
     assert node_fields(cluster, "node2")["Reason"] == HAND_REASON
+
+
+def install_health_doubles(slurm: SlurmCluster, work: Path) -> Path:
+    """The GPU doubles with the health recordings on every node, and the gpuval the health
+    program runs; the clean `nvidia-smi -q -x` recording (returned) for putting back later."""
+    data = work / "health-data"
+    shutil.copytree(doubles_data(work), data)
+    subprocess.run([sys.executable, str(DOUBLES / "health-data.py"), str(data)], check=True)
+    for name in NODES:
+        root = slurm.node(name).root
+        target = root / DOUBLES_ON_HOST.lstrip("/")
+        shutil.copytree(DOUBLES / "bin", target / "bin")
+        shutil.copytree(data, target / "data")
+        shim = root / HEALTH_GPUVAL.lstrip("/")
+        shim.parent.mkdir(parents=True, exist_ok=True)
+        shim.write_text(HEALTH_SHIM)
+        shim.chmod(0o755)
+    return data / "nvidia-smi-q.xml"
+
+
+def set_gpu_recording(slurm: SlurmCluster, name: str, text: str) -> None:
+    """The node's `nvidia-smi -q -x` recording replaced whole (a run never reads half of it)."""
+    target = slurm.node(name).root / DOUBLES_ON_HOST.lstrip("/") / "data" / "nvidia-smi-q.xml"
+    fresh = target.with_suffix(".new")
+    fresh.write_text(text)
+    fresh.rename(target)
+
+
+def health_log(slurm: SlurmCluster, name: str) -> str:
+    path = slurm.node(name).root / HEALTH_LOG
+    return path.read_text() if path.exists() else ""
+
+
+def exit_statuses(slurm: SlurmCluster, name: str) -> list[str]:
+    """The exit status of each run of the program on the node, as its wrapper logged them."""
+    return re.findall(r"gpuval node-health exit status (\d+)", health_log(slurm, name))
+
+
+def wait_for_node(slurm: SlurmCluster, seen: dict[str, set[str]], done: Callable[[], bool]) -> bool:
+    """Poll every node's State (each one seen kept in `seen`) until `done` or HEALTH_WAIT_S."""
+    deadline = time.monotonic() + HEALTH_WAIT_S
+    while time.monotonic() < deadline:
+        for name in NODES:
+            seen.setdefault(name, set()).add(node_fields(slurm, name)["State"])
+        if done():
+            return True
+        time.sleep(1)
+    return False
+
+
+def drained(fields: dict[str, str]) -> bool:
+    return "DRAIN" in fields["State"].split("+")
+
+
+def test_the_health_program_drains_a_throttled_node_and_resumes_it_once_healthy(
+    slurm: tuple[SlurmCluster, Path],
+) -> None:
+    """After the hand-drain test: node2 is drained by hand, node1 and node3 idle. slurmd runs
+    the program on every node: node3 (GPU0 in hardware thermal slowdown) is drained with the
+    gpuval reason; node1 passes and stays idle; node2 passes and stays drained by hand."""
+    cluster, work = slurm
+    clean = install_health_doubles(cluster, work)
+    recording = clean.read_text()
+    assert recording.count(SLOWDOWN_OFF) == GPUS
+    set_gpu_recording(cluster, THROTTLED, recording.replace(SLOWDOWN_OFF, SLOWDOWN_ON, 1))
+    infiniband = f"{DOUBLES_ON_HOST}/data/sys/class/infiniband"
+    dropin = cluster.directory / "gpuval-health.conf"
+    for name in NODES:
+        (cluster.node(name).root / str(dropin.parent).lstrip("/")).mkdir(
+            parents=True, exist_ok=True
+        )
+    variables = {
+        "slurm_health_gpuval": HEALTH_GPUVAL,
+        "slurm_health_interval_s": HEALTH_INTERVAL_S,
+        "slurm_health_args": [
+            "--sysfs-infiniband-root", infiniband,
+            "--modules-file", f"{DOUBLES_ON_HOST}/data/proc-modules",
+        ],
+        # At a path the controller has too (the cluster's folder): slurm.conf, its Include line
+        # and the drop-in the same on every side, as Slurm wants them (it logs an error for a
+        # node whose slurm.conf differs from the controller's).
+        "slurm_health_dropin": str(dropin),
+        # The controller gets the drop-in below, then one reconfigure for the cluster.
+        "slurm_health_reconfigure": False,
+    }  # fmt: skip
+    started = time.monotonic()
+    installed = subprocess.run(
+        [str(VENV_BIN / "ansible-playbook"), "-i", str(ini_inventory(cluster, work)),
+         str(HERE / "slurm_health.yml"), "-e", json.dumps(variables)],
+        cwd=REPO, env=environment(cluster), capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    (work / "slurm_health.ansible.log").write_text(installed.stdout + installed.stderr)
+    assert installed.returncode == 0, installed.stdout[-4000:]
+    record(f"slurm_health role on {len(NODES)} nodes: {time.monotonic() - started:.1f} s")
+    # The controller's slurm.conf includes the same drop-in (the role's README: slurm.conf and
+    # the drop-in alike on the nodes and the controller, which is no Ansible host here).
+    shutil.copy(cluster.node("node1").root / str(dropin).lstrip("/"), dropin)
+    with cluster.conf.open("a") as conf:
+        conf.write(f"Include {dropin}\n")
+    cluster.run("scontrol", "reconfigure")
+    assert f"HealthCheckInterval     = {HEALTH_INTERVAL_S} sec" in cluster.run(
+        "scontrol", "show", "config").stdout  # fmt: skip
+    seen: dict[str, set[str]] = {}
+    assert wait_for_node(cluster, seen, lambda: drained(node_fields(cluster, THROTTLED))), (
+        node_fields(cluster, THROTTLED),
+        health_log(cluster, THROTTLED),
+    )
+    record(f"health program: {THROTTLED} drained {time.monotonic() - started:.1f} s after the "
+           f"role started (HealthCheckInterval={HEALTH_INTERVAL_S})")  # fmt: skip
+    assert node_fields(cluster, THROTTLED)["Reason"] == THROTTLE_REASON
+    # The fault goes; the program's next run on the node resumes it.
+    set_gpu_recording(cluster, THROTTLED, recording)
+    assert wait_for_node(
+        cluster, seen,
+        lambda: not drained(node_fields(cluster, THROTTLED))
+        and exit_statuses(cluster, THROTTLED)[-1:] == ["0"]
+        # Each node's first run is unjudged (no counters captured before it): wait for a pass.
+        and "node1: PASS" in health_log(cluster, "node1")
+        and "node2: PASS" in health_log(cluster, "node2"),
+    ), (node_fields(cluster, THROTTLED), health_log(cluster, THROTTLED))  # fmt: skip
+    fields = node_fields(cluster, THROTTLED)
+    assert fields["State"].split("+")[0] == "IDLE" and "Reason" not in fields, fields
+    # node1 was never drained, and the program judged it (it passed).
+    assert not [state for state in seen["node1"] if "DRAIN" in state.split("+")], seen
+    assert "node1: PASS" in health_log(cluster, "node1")
+    # node2 passed too, and stays drained by hand.
+    fields = node_fields(cluster, "node2")
+    assert drained(fields) and fields["Reason"] == HAND_REASON, fields
+    # The program on node3 failed it, then passed it (the wrapper logs each exit status).
+    statuses = exit_statuses(cluster, THROTTLED)
+    assert statuses[0] == "1" and statuses[-1] == "0", statuses
+    took = [
+        int(ms) / 1000
+        for name in NODES
+        for ms in re.findall(r"gpuval-e2e: node-health took (\d+) ms", health_log(cluster, name))
+    ]
+    record(f"HealthCheckProgram (gpuval node-health) as slurmd ran it: {len(took)} runs on "
+           f"{len(NODES)} nodes, {min(took):.1f}-{max(took):.1f} s each "
+           f"(budget {HEALTH_BUDGET_S} s)")  # fmt: skip

@@ -342,11 +342,18 @@ def start_slurm(
 
 @contextmanager
 def slurm_cluster(
-    count: int, name: str, *, gpus_per_node: int = 4, extra_packages: Sequence[str] = ()
+    count: int,
+    name: str,
+    *,
+    gpus_per_node: int = 4,
+    extra_packages: Sequence[str] = (),
+    bind_ro: Sequence[str] = (),
 ) -> Iterator[SlurmCluster]:
     """`count` simulated hosts node1..nodeN, each a Slurm node of the partition `gpu`, with a
     controller; torn down however the block ends. `extra_packages`: Debian packages the nodes
-    get too (their files, the same way as Slurm's)."""
+    get too (their files, the same way as Slurm's); `bind_ro`: controller folders every host
+    sees read-only at the same path."""
     names = [f"node{number}" for number in range(1, count + 1)]
-    with simulated_hosts(count + 1, name, host_names=[*names, CONTROLLER_HOST]) as cluster:
+    hosts = [*names, CONTROLLER_HOST]
+    with simulated_hosts(count + 1, name, bind_ro, host_names=hosts) as cluster:
         yield start_slurm(cluster, gpus_per_node, extra_packages)

@@ -16,6 +16,7 @@ from gpuval.plan.mpirun import (
     mpirun_command,
     not_allocated,
     srun_command,
+    still_allocated,
 )
 
 # The mpirun tests' contract, with Open MPI's transport among mpirun's options.
@@ -69,6 +70,14 @@ def test_a_host_the_allocation_did_not_get_is_not_tested() -> None:
     assert not_allocated(["node1", "node3", "localhost"], ALLOCATION) == ["node3"]
     with pytest.raises(LaunchError, match="node3: not a node of Slurm allocation 4242"):
         srun_command(CONTRACT, ALLOCATION, ["node1", "node3"], 1, ["x"])
+
+
+def test_a_host_whose_node_left_the_allocation_since_is_not_tested() -> None:
+    # The job holds gpu001 only now (scontrol show job: NodeList=gpu001): gpu002 left it.
+    held = still_allocated(ALLOCATION, ["gpu001"])
+    assert held == SlurmSteps(job_id="4242", nodes={"node1": "gpu001"})
+    assert not_allocated(["node1", "node2"], held) == ["node2"]
+    assert not_allocated(["node1"], held) == []
 
 
 @pytest.mark.parametrize(

@@ -9,11 +9,14 @@ import json
 from pathlib import Path
 
 import pytest
+from tests.run_folders import write_run_json
 
 from gpuval.catalog import find_system, identify_gpu
-from gpuval.checks.thresholds import DEFAULTS, Thresholds
+from gpuval.checks.pairs.analysis import configured_tries
+from gpuval.checks.thresholds import DEFAULTS, Thresholds, ThresholdsError, load_thresholds
 from gpuval.cli import main
-from gpuval.plan.steps import PAIRS_MODES
+from gpuval.evidence import build_evidence
+from gpuval.plan.steps import PAIRS_MODES, RunPlan
 from gpuval.profile import (
     NodeShape,
     ProfileError,
@@ -22,6 +25,7 @@ from gpuval.profile import (
     profile_for,
     shipped_names,
 )
+from gpuval.runfolder import read_run_folder
 from gpuval.schemas.validation import validator
 
 GOOD = """\
@@ -100,9 +104,28 @@ def test_a_profile_becomes_role_variables_and_thresholds() -> None:
         "bench_pairs_nccl_max_bytes": "8G",
         "bench_pairs_max_tries": 2,
     }
-    assert profile.thresholds == dataclasses.replace(
-        DEFAULTS, busbw_pass_fraction=0.75, pair_max_tries=2
-    )
+    assert profile.thresholds == dataclasses.replace(DEFAULTS, busbw_pass_fraction=0.75)
+
+
+def test_a_profiles_pair_tries_reach_the_judge_through_run_json(tmp_path: Path) -> None:
+    """The tries a pair measurement gets are a fact of the run, not a threshold: the profile
+    sets bench_pairs_max_tries, the plan writes it into run.json's config, the judge reads it
+    there (a profile given to a later report cannot say what an earlier run was given)."""
+    variables = parse_profile(GOOD, "lab.yaml").ansible_vars()
+    config = RunPlan.from_variables(variables).to_variables()
+    write_run_json(tmp_path, "r", ["n1"], config=config)
+    (tmp_path / "raw" / "n1").mkdir(parents=True)
+    assert configured_tries(build_evidence(read_run_folder(tmp_path))) == 2
+
+
+def test_a_thresholds_file_naming_pair_max_tries_says_where_the_tries_are_set(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "t.json"
+    path.write_text('{"pair_max_tries": 2}')
+    with pytest.raises(ThresholdsError, match=r"repeats\.pair_max_tries") as raised:
+        load_thresholds(path)
+    assert str(path) in str(raised.value) and "bench_pairs_max_tries" in str(raised.value)
 
 
 def test_the_h100_board_profile_warns_below_azures_gate() -> None:

@@ -34,8 +34,8 @@ def test_salloc_asks_for_the_nodes_whole_without_a_shell_and_waits_a_bounded_tim
     full = AllocationRequest(("gpu1", "gpu4"), "gpuval-r1", "batch", "scavenger", 90, 8, 30)
     assert allocation.salloc_command(full) == [
         "salloc", "--no-shell", "--job-name=gpuval-r1", "--nodelist=gpu1,gpu4", "--nodes=2",
-        "--exclusive", "--immediate=30", "--partition=batch", "--qos=scavenger", "--time=90",
-        "--gpus-per-node=8",
+        "--exclusive", "--no-kill", "--immediate=30", "--partition=batch", "--qos=scavenger",
+        "--time=90", "--gpus-per-node=8",
     ]  # fmt: skip
     assert allocation.salloc_command(REQUEST)[-1] == "--immediate=60"
     assert allocation.release_command("42") == ["scancel", "42"]

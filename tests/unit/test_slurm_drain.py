@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from tests import fake_scontrol
 
+from gpuval.slurm.inventory import slurm_node_names
 from gpuval.slurm.scontrol import REASON_LENGTH, drain_reason
 
 REPO = Path(__file__).parents[2]
@@ -176,3 +177,60 @@ def test_an_inventory_without_hosts_is_refused(tmp_path: Path, run_dir: Path) ->
     done = gpuval(tmp_path, "drain", str(run_dir), "-i", str(broken), "--dry-run")
     assert (done.returncode, done.stdout) == (2, "")
     assert f"gpuval drain: {broken}: Ansible reads no host from it" in done.stderr
+
+
+DRAIN_GPU1 = f'scontrol update NodeName=gpu1 State=DRAIN Reason="{FAILING_REASON}"\n'
+
+
+def test_host_vars_and_group_vars_beside_the_inventory_name_the_nodes(
+    tmp_path: Path, run_dir: Path
+) -> None:
+    """As ansible-playbook reads them: host_vars/ over group_vars/ over the inventory file."""
+    source = tmp_path / "cluster.ini"
+    source.write_text("[gpu_nodes]\ndgx-8xa100 gpuval_slurm_node=gpu9\ndgx-8xh100\n")
+    (tmp_path / "group_vars").mkdir()
+    (tmp_path / "group_vars" / "gpu_nodes.yml").write_text("gpuval_slurm_node: gpu3\n")
+    (tmp_path / "host_vars").mkdir()
+    (tmp_path / "host_vars" / "dgx-8xa100.yml").write_text("gpuval_slurm_node: gpu1\n")
+    done = gpuval(tmp_path, "drain", str(run_dir), "-i", str(source), "--dry-run")
+    assert (done.returncode, done.stdout) == (0, DRAIN_GPU1), done.stderr
+
+
+def test_an_inventory_folder_is_read_with_its_group_vars(tmp_path: Path, run_dir: Path) -> None:
+    folder = tmp_path / "inventory"
+    (folder / "group_vars").mkdir(parents=True)
+    (folder / "hosts.yml").write_text(
+        "gpu_nodes:\n  hosts:\n    dgx-8xa100:\n    dgx-8xh100: {gpuval_slurm_node: gpu3}\n"
+    )
+    (folder / "group_vars" / "gpu_nodes.yml").write_text("gpuval_slurm_node: gpu1\n")
+    done = gpuval(tmp_path, "drain", str(run_dir), "-i", str(folder), "--dry-run")
+    assert (done.returncode, done.stdout) == (0, DRAIN_GPU1), done.stderr
+
+
+def test_the_slurm_inventory_plugin_names_its_nodes_from_any_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`plugin: slurm` is found through the repository's ansible.cfg (as `gpuval run` plays),
+    whatever the working folder; the stand-in scontrol lists gpu1 idle in partition gpu."""
+    source = tmp_path / "cluster.slurm.yml"
+    source.write_text("plugin: slurm\npartition: gpu\n")
+    environment = fake_scontrol.install(tmp_path, OUTPUTS)
+    monkeypatch.delenv("ANSIBLE_CONFIG", raising=False)
+    monkeypatch.setenv("PATH", environment["PATH"])
+    monkeypatch.setenv("PYTHONPATH", str(REPO / "src"))
+    for name in ("FAKE_SCONTROL_LOG", "FAKE_SCONTROL_TEXT", "FAKE_SCONTROL_REFUSED"):
+        monkeypatch.setenv(name, environment[name])
+    monkeypatch.chdir(tmp_path)
+    assert slurm_node_names(source, REPO / "ansible.cfg") == {"gpu1": "gpu1"}
+
+
+def test_a_broken_host_vars_file_is_an_error_naming_the_inventory(
+    tmp_path: Path, run_dir: Path
+) -> None:
+    source = inventory(tmp_path, "gpu1")
+    (tmp_path / "host_vars").mkdir()
+    (tmp_path / "host_vars" / "dgx-8xa100.yml").write_text("gpuval_slurm_node: [gpu1\n")
+    done = gpuval(tmp_path, "drain", str(run_dir), "-i", str(source), "--dry-run")
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.startswith(f"gpuval drain: {source}: ") and "Traceback" not in done.stderr
+    assert "dgx-8xa100.yml" in done.stderr

@@ -3,10 +3,13 @@ hosts, and whether anything was measured at all. Missing evidence is never a pas
 
 from __future__ import annotations
 
+from pathlib import Path, PurePosixPath
+
 from gpuval import parsers
 from gpuval.checks.context import JudgeState
 from gpuval.checks.model import CLUSTER, Check, Status
 from gpuval.evidence import RUN_JSON, ParsedFile
+from gpuval.parsers.slurm_text import lost_nodes
 from gpuval.plan.rack_search import is_search_step
 from gpuval.plan.steps import failed_phase, pair_step
 from gpuval.records.bandwidth import AllReduceBenchRun, NvbandwidthRun
@@ -15,6 +18,7 @@ from gpuval.records.collective_bench import CollectiveBenchRun
 from gpuval.records.nccl import NcclRun
 from gpuval.records.network import Iperf3Run
 from gpuval.records.p2p import P2PRun
+from gpuval.runfolder import RefusedPath, host_file
 
 
 def located(diagnostic: Diagnostic) -> str | None:
@@ -69,7 +73,19 @@ def folder_checks(judge: JudgeState) -> None:
         ))  # fmt: skip
 
 
-def _step_problem(file: ParsedFile) -> tuple[Status, str] | None:
+def _lost_nodes(run_dir: Path, file: ParsedFile) -> dict[str, str]:
+    """The nodes Slurm says a step that exited non-zero lost while it ran, each with srun's own
+    line (`srun: error: Node failure on node3`, see gpuval.parsers.slurm_text); {} otherwise."""
+    if file.ended is None or file.ended[0] != "exit_status":
+        return {}
+    try:
+        path = host_file(run_dir, file.host, PurePosixPath(file.path).name)
+        return lost_nodes(parsers.read_text(path)) if path else {}
+    except (RefusedPath, OSError):
+        return {}  # the file's own checks say why it cannot be read
+
+
+def _step_problem(file: ParsedFile, lost: dict[str, str]) -> tuple[Status, str] | None:
     if file.ended is None:
         return None
     if file.failure_record is not None:
@@ -89,23 +105,41 @@ def _step_problem(file: ParsedFile) -> tuple[Status, str] | None:
         return "fail", f"{step} timed out{detail}"
     if kind == "unfinished":
         return "fail", f"{step} did not finish: no exit status recorded ({detail})"
+    if lost:
+        # Slurm ended the step because a node left it: no evidence against the nodes that
+        # stayed, and none for them either.
+        said = "; ".join(dict.fromkeys(lost.values()))
+        return "unjudged", (
+            f"{step} exited with status {detail} after Slurm lost {', '.join(lost)} from it "
+            f"({said}): unconfirmed, neither passed nor failed on it"
+        )
     return "fail", f"{step} exited with status {detail}"
 
 
 def step_checks(judge: JudgeState) -> None:
     """Each step's sidecar: skipped, timed out, unfinished or non-zero exit status (a pair try's
     ending is its pair's reason: the pair analysis judges all tries of a pair together; a rack
-    search group's is the search's, which names the tray)."""
+    search group's is the search's, which names the tray). A node that Slurm says the step lost
+    is not tested in it."""
+    folder = judge.evidence.folder
     for file in judge.evidence.files:
         if file.is_pair_try or is_search_step(file.step):
             continue
-        problem = _step_problem(file)
+        lost = _lost_nodes(folder.run_dir, file)
+        problem = _step_problem(file, lost)
         if problem and file.ended:
             judge.add(Check(
                 check_id=f"step.{file.step}", host=file.host, category="completeness",
                 status=problem[0], reason=problem[1], source=file.path, measured=file.exit_code,
                 reference=None if file.ended[0] == "skipped" else 0,
             ))  # fmt: skip
+        for node, said in lost.items():
+            if node != file.host and node in folder.hosts:
+                judge.add(Check(
+                    check_id=f"step.{file.step}", host=node, category="completeness",
+                    status="unjudged", reason=f"not tested in step {file.step!r}: Slurm lost "
+                    f"the node while the step ran ({said})", source=file.path,
+                ))  # fmt: skip
 
 
 def expected_step_checks(judge: JudgeState) -> None:

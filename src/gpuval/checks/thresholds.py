@@ -78,7 +78,6 @@ class Thresholds:
     host_outlier_min_hosts: int = 3
     nvls_max_over_peak: float = 1.25
     pair_low_fraction: float = 0.80
-    pair_max_tries: int = 3
     pair_line_rate_warn_fraction: float = 0.50
     pair_line_rate_fail_fraction: float = 0.25
     # ib_write_bw on a healthy rail runs close to the port rate: Azure's HPC health checks gate
@@ -138,6 +137,14 @@ def threshold_problems(written: Mapping[str, Any]) -> list[tuple[str, str]]:
     return problems
 
 
+# The tries of a pair measurement are what the run was given, recorded in its run.json, not a
+# judge's threshold: a file written for an earlier gpuval may still name them.
+_TRIES_ARE_NO_THRESHOLD = (
+    "; pair_max_tries is no threshold: set the tries in the profile (repeats.pair_max_tries) or "
+    "as bench_pairs_max_tries; run.json records them and the judge reads them there"
+)
+
+
 def load_thresholds(path: Path | None) -> Thresholds:
     """The defaults, overridden by the keys of a JSON object file, held to the profile schema's
     thresholds and to `threshold_problems` (unknown keys are errors, so a typo cannot silently
@@ -161,6 +168,7 @@ def load_thresholds(path: Path | None) -> Thresholds:
     if unknown:
         raise ThresholdsError(
             f"{path}: unknown threshold(s) {', '.join(unknown)}; known: {', '.join(fields)}"
+            + (_TRIES_ARE_NO_THRESHOLD if "pair_max_tries" in unknown else "")
         )
     wrong = [
         (str(p.absolute_path[0]), f"{p.instance!r} is not allowed: {p.message}"

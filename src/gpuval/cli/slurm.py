@@ -23,8 +23,9 @@ Drain in Slurm exactly the nodes RUN_DIR's judgement fails: each node with a fai
 own, with the reason `gpuval: <check>: <detail>` (cut to 100 characters; `sinfo -R` lists it).
 Errors and unjudged checks drain nothing (no evidence against a node), nor do checks of a link
 or of the whole cluster. A node Slurm already holds drained or down for another reason (a
-person's) keeps that reason. Slurm node names: the inventory variable gpuval_slurm_node of each
-host when -i names the inventory (the slurm inventory plugin sets it), else the host name.
+person's) keeps that reason. Slurm node names: the variable gpuval_slurm_node of each host when
+-i names the inventory (a file, a folder or a slurm plugin configuration, with the group_vars/
+and host_vars/ beside it, read as ansible-playbook reads them), else the host name.
 --dry-run prints the scontrol commands instead of running them.
 Exit status: 0 done (or nothing to drain), 2 error (the run could not be judged, scontrol
 failed).
@@ -83,25 +84,15 @@ def _error(command: str, message: str) -> int:
 
 
 def _slurm_names(inventory: Path | None) -> dict[str, str]:
-    """Inventory host -> its gpuval_slurm_node (hosts without one keep their own name)."""
+    """Inventory host -> its gpuval_slurm_node, as ansible-playbook resolves it (hosts without
+    one keep their own name); ValueError naming the inventory when Ansible cannot read it."""
     if inventory is None:
         return {}
-    if not inventory.exists():
-        raise ValueError(f"{inventory}: no such inventory file or folder")
-    from ansible.errors import AnsibleError
-    from ansible.inventory.manager import InventoryManager
-    from ansible.parsing.dataloader import DataLoader
-    from ansible.plugins.loader import init_plugin_loader
+    from gpuval.run.launch import CHECKOUT
+    from gpuval.slurm.inventory import slurm_node_names
 
-    init_plugin_loader()  # outside ansible-playbook, the plugin loader starts empty
-    try:
-        hosts = InventoryManager(loader=DataLoader(), sources=[str(inventory)]).get_hosts()
-    except AnsibleError as problem:
-        raise ValueError(f"{inventory}: {problem}") from None
-    if not hosts:  # Ansible only warns about an inventory it cannot read
-        raise ValueError(f"{inventory}: Ansible reads no host from it")
-    names = {host.name: str(host.vars.get("gpuval_slurm_node") or host.name) for host in hosts}
-    return names
+    config = CHECKOUT / "ansible.cfg"  # what `gpuval run` plays with from a checkout
+    return slurm_node_names(inventory, config if config.is_file() else None)
 
 
 def _judgement(run_dir: Path, baseline: str | None = None) -> RunJudgement:

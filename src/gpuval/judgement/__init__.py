@@ -72,7 +72,8 @@ def _file_entry(raw: RawFile) -> FileEntry:
         path=raw.path,
         tool=parse.tool if parse else None,
         step=raw.sidecar,
-        problems=[*parse.errors, *parse.warnings] if parse else [],
+        errors=list(parse.errors) if parse else [],
+        warnings=list(parse.warnings) if parse else [],
         run_count=len(parse.runs) if parse else 0,
     )
 

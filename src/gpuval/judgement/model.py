@@ -45,7 +45,8 @@ class FileEntry:
     path: str  # relative to the run folder
     tool: str | None  # the parser that read it; None: not read
     step: Sidecar | None  # what ran to write it; None: no sidecar
-    problems: list[Diagnostic]  # the parser's errors, then its warnings
+    errors: list[Diagnostic]  # the parser's, as it gave them
+    warnings: list[Diagnostic]
     run_count: int  # how many runs the parser read from it (their records are the evidence's)
 
 
@@ -207,4 +208,4 @@ class RunJudgement:
     @property
     def parse_problems(self) -> list[Diagnostic]:
         """Every parser error and warning, file by file."""
-        return [d for f in self.files for d in f.problems]
+        return [d for f in self.files for d in (*f.errors, *f.warnings)]

@@ -21,8 +21,8 @@ environment, no ssh between the nodes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 CONTRACT_KEYS = ("mpirun", "args", "env", "export", "addresses")
@@ -175,6 +175,15 @@ def launch_command(
     if allocation is None or list(hosts) == ["localhost"]:
         return mpirun_command(contract, hosts, ranks_per_host, program, env)
     return srun_command(contract, allocation, hosts, ranks_per_host, program, env)
+
+
+def still_allocated(allocation: SlurmSteps, held: Collection[str]) -> SlurmSteps:
+    """The allocation less the hosts whose Slurm node it no longer holds (`held`, the job's
+    nodes now): a node that failed or was set down during the run leaves the job (salloc
+    --no-kill), and srun refuses a step that names it ("Requested node configuration is not
+    available", Slurm 22.05 measured)."""
+    nodes = {host: node for host, node in allocation.nodes.items() if node in held}
+    return replace(allocation, nodes=nodes)
 
 
 def not_allocated(hosts: Sequence[str], allocation: SlurmSteps) -> list[str]:

@@ -74,12 +74,9 @@ class Profile:
 
     @property
     def thresholds(self) -> Thresholds:
-        """The judge's thresholds; the pair tries the profile runs are the tries it expects."""
-        written = _threshold_values(self.document)
-        tries = self.document.get("repeats", {}).get("pair_max_tries")
-        if tries is not None:
-            written.setdefault("pair_max_tries", tries)
-        return dataclasses.replace(DEFAULTS, **written)
+        """The judge's thresholds. The pair tries are no threshold: the profile sets
+        bench_pairs_max_tries (ansible_vars), run.json records it, the judge reads it there."""
+        return dataclasses.replace(DEFAULTS, **_threshold_values(self.document))
 
     @property
     def rules(self) -> tuple[Rule, ...]:

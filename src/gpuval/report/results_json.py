@@ -27,8 +27,8 @@ def _file_item(entry: FileEntry) -> dict[str, Any]:
         parse = {
             "tool": entry.tool,
             "run_count": entry.run_count,
-            "errors": [to_jsonable(d) for d in entry.problems if d.level == "error"],
-            "warnings": [to_jsonable(d) for d in entry.problems if d.level != "error"],
+            "errors": [to_jsonable(d) for d in entry.errors],
+            "warnings": [to_jsonable(d) for d in entry.warnings],
         }
     return {
         "host": entry.host,

@@ -7,7 +7,10 @@ launcher is Slurm (`gpuval_launcher: slurm`, gpuval.plan.mpirun.srun_command).
 and QOS the user names, and at most `--immediate` seconds of waiting, so that a busy cluster
 fails the request instead of holding the run. A node Slurm cannot give now (drained, down, held
 by a job) is left out of the request and reported not tested, as is a node the granted job
-lacks; never passed. `scancel` releases the allocation at the end of the run.
+lacks; never passed. `--no-kill`: a node that fails or is set down during the run leaves the
+allocation alone, which keeps the others for the rest of the run; without it Slurm ends the
+whole job, and every later step of the healthy nodes fails ("Slurm job N has expired",
+measured on Slurm 22.05). `scancel` releases the allocation at the end of the run.
 """
 
 from __future__ import annotations
@@ -78,6 +81,7 @@ def salloc_command(request: AllocationRequest) -> list[str]:
         f"--nodelist={','.join(request.nodes)}",
         f"--nodes={len(request.nodes)}",
         "--exclusive",
+        "--no-kill",
         f"--immediate={request.wait_s}",
     ]
     if request.partition:
@@ -118,6 +122,8 @@ def _run(command: Sequence[str], timeout: float) -> str:
 
 
 def job_nodes(job_id: str) -> list[str]:
+    """The nodes the job holds now (`scontrol show job`'s NodeList), which a node that left it
+    during the run is no longer among."""
     command = [SCONTROL, "--oneliner", "show", "job", job_id]
     found = _NODELIST.search(_run(command, TIMEOUT_S))
     if not found or found.group(1) in ("", "(null)"):

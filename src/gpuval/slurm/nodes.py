@@ -13,6 +13,9 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
+from gpuval.parsers.slurm_text import SlurmOutputError as SlurmOutputError
+from gpuval.parsers.slurm_text import expand_hostlist as expand_hostlist
+
 # States (base or flag) in which a node takes no job, so it cannot be validated:
 # https://slurm.schedmd.com/sinfo.html#SECTION_NODE-STATE-CODES
 UNAVAILABLE_STATES = frozenset({
@@ -20,10 +23,6 @@ UNAVAILABLE_STATES = frozenset({
     "POWERED_DOWN", "POWER_DOWN", "POWERING_DOWN", "POWERING_UP", "MAINTENANCE",
     "REBOOT_REQUESTED", "REBOOT_ISSUED", "UNKNOWN", "INVALID", "INVALID_REG", "PLANNED",
 })  # fmt: skip
-
-
-class SlurmOutputError(ValueError):
-    """Slurm's output is not what gpuval reads; the message names the source and the key."""
 
 
 @dataclass(frozen=True)
@@ -237,43 +236,3 @@ def host_variables(node: SlurmNode) -> dict[str, object]:
         "slurm_reason": node.reason,
         "slurm_hostname": node.hostname,
     }
-
-
-def expand_hostlist(hostlist: str) -> list[str]:
-    """Slurm's hostlist form as names: `gpu[01-03,07],cpu1` -> gpu01 gpu02 gpu03 gpu07 cpu1
-    (ranges keep their zero padding; https://slurm.schedmd.com/scontrol.html#OPT_hostnames).
-    SlurmOutputError for an unbalanced bracket or a range that is not numbers."""
-    names: list[str] = []
-    for item in _top_level_items(hostlist):
-        names.extend(_expand_item(item, hostlist))
-    return names
-
-
-def _top_level_items(hostlist: str) -> list[str]:
-    items, depth, start = [], 0, 0
-    for index, char in enumerate(hostlist):
-        depth += {"[": 1, "]": -1}.get(char, 0)
-        if depth < 0 or depth > 1:
-            raise SlurmOutputError(f"node list {hostlist!r}: unbalanced brackets")
-        if char == "," and depth == 0:
-            items.append(hostlist[start:index])
-            start = index + 1
-    if depth:
-        raise SlurmOutputError(f"node list {hostlist!r}: unbalanced brackets")
-    items.append(hostlist[start:])
-    return [item.strip() for item in items if item.strip()]
-
-
-def _expand_item(item: str, hostlist: str) -> list[str]:
-    found = re.match(r"([^\[]*)\[([^\]]*)\](.*)", item)
-    if not found:
-        return [item]
-    head, ranges, tail = found.groups()
-    expanded = []
-    for part in ranges.split(","):
-        low, _, high = part.partition("-")
-        if not low.isdigit() or (high and not high.isdigit()):
-            raise SlurmOutputError(f"node list {hostlist!r}: {part!r} is not a number range")
-        for number in range(int(low), int(high or low) + 1):
-            expanded.extend(_expand_item(f"{head}{number:0{len(low)}d}{tail}", hostlist))
-    return expanded

@@ -15,6 +15,7 @@ from gpuval.parsers.nccl_tests import footer, header
 from gpuval.parsers.nccl_tests.table import (
     CLASSIC_METRICS,
     Layout,
+    UnknownResult,
     group_halves,
     header_layout,
     infer_layout,
@@ -374,6 +375,9 @@ class TextReader:
         builder.row_width = width
         if problem == "partial":
             builder.partial = (number, tokens)
+            return
+        if isinstance(problem, UnknownResult):  # a result the run printed as nan or inf
+            self.result.error(f"{problem}: {quoted(' '.join(tokens))}", number)
             return
         if problem or row is None:
             self.result.warn(f"row not recorded: {problem}: {quoted(' '.join(tokens))}", number)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from typing import NamedTuple
@@ -213,15 +215,21 @@ def parse_row(
 
 def _half(cells: list[str], layout: Layout) -> tuple[list[float | int] | None, str | None]:
     """HALF_NUMBERS and the extra columns of one half (None as NONE_NUMBER), or the problem."""
-    values: list[float | None]
+    values: Sequence[float | None]
     try:  # most cells are plain numbers: one pass of float() over them, _number on the others
-        values = list(map(float, cells))
+        floats = list(map(float, cells))
+        plain = math.isfinite(sum(floats))  # a NaN or an infinity makes the sum one
+        values = floats
     except ValueError:
         values = [_number(cell) for cell in cells]
-    if None in values:
+        plain = False
+    if not plain:
         for name, cell, value in zip(layout.metrics, cells, values, strict=True):
-            if value is None and not _is_na(cell):
-                return None, f"{name} cell {quoted(cell)} is not a number"
+            if value is None:
+                if not _is_na(cell):
+                    return None, f"{name} cell {quoted(cell)} is not a number"
+            elif not math.isfinite(value) and name in CLASSIC_METRICS:
+                return None, _unknown_result(name, cell)
     classic, extra = layout.places
     at = classic.get
     time = _at(values, at("time"))
@@ -239,7 +247,24 @@ def _half(cells: list[str], layout: Layout) -> tuple[list[float | int] | None, s
     return [NONE_NUMBER if value is None else value for value in numbers], None
 
 
-def _at(values: list[float | None], index: int | None) -> float | None:
+class UnknownResult(str):
+    """A row's problem that leaves its result unknown, not merely unread: an error of the
+    output, never a row skipped while the others pass."""
+
+
+def _unknown_result(name: str, cell: str) -> UnknownResult:
+    """nccl-tests prints `nan`, `-nan` or `inf` (printf of a NaN or infinity) where a time was
+    0 or a result broke: no measurement, and a #wrong or error so printed is no count of 0."""
+    if name in ("wrong", "error"):
+        printed = "#wrong" if name == "wrong" else name
+        return UnknownResult(
+            f"{printed} cell {quoted(cell)} is not a count: whether the results were right is "
+            "unknown, never taken as 0 errors; row not recorded"
+        )
+    return UnknownResult(f"{name} cell {quoted(cell)} is not a measurement; row not recorded")
+
+
+def _at(values: Sequence[float | None], index: int | None) -> float | None:
     return values[index] if index is not None else None
 
 
