@@ -10,7 +10,8 @@ passed, one pair at a time, and is flagged only when it failed with both.
 
 Every group's run is judged against the rack's NVLink reference, the per-GPU figure the rack
 test uses: all_reduce busbw is normalised so it does not depend on the number of ranks
-(busbw = algbw * 2(n-1)/n, "independent of the number of ranks":
+(busbw = algbw * 2(n-1)/n, a figure that compares with the hardware's peak whatever the
+number of ranks:
 https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md), and within one NVLink
 domain every GPU reaches every other through the NVSwitches at its full NVLink bandwidth, so a
 group of two trays and the whole rack are held to one figure.
