@@ -224,6 +224,24 @@ def judge_pairs(
     )
 
 
+def plan_rack_search(
+    run_dir: Path, thresholds_file: Path | None = None, partners: int | None = None
+) -> dict[str, Any]:
+    """The next stage of every failing NVL72 rack's search, replayed from the controller's run
+    folder as the report will (gpuval.checks.rack_search.next_stage): rounds of runs, the
+    stages left, one line per rack."""
+    from gpuval.checks.context import JudgeState
+    from gpuval.checks.rack_search import SEARCHED, next_stage
+    from gpuval.checks.thresholds import load_thresholds
+    from gpuval.evidence import build_evidence
+    from gpuval.plan.confirmation import MIN_PARTNERS
+    from gpuval.runfolder import read_run_folder
+
+    evidence = build_evidence(read_run_folder(run_dir))
+    judge = JudgeState(evidence, load_thresholds(thresholds_file))
+    return next_stage(evidence, judge, SEARCHED, partners or MIN_PARTNERS)
+
+
 # ------------------------------------------------------------------ the report
 
 

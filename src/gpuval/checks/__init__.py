@@ -28,6 +28,7 @@ from gpuval.checks.nccl import collective_checks
 from gpuval.checks.network import network_checks
 from gpuval.checks.p2p import gpu_pair_checks
 from gpuval.checks.pairs import PairAnalysis, PairThresholds, analyse_pairs
+from gpuval.checks.rack_search import rack_search_checks
 from gpuval.checks.racks import Rack, rack_checks
 from gpuval.checks.thresholds import Thresholds
 from gpuval.checks.topology import topology_checks
@@ -53,6 +54,7 @@ def judge_run(evidence: RunEvidence, thresholds: Thresholds) -> CheckOutcome:
     topology_checks(judge)
     network_checks(judge)
     collective_checks(judge)
+    rack_search_checks(judge)
     gpu_pair_checks(judge)
     health_checks(judge)
     racks = rack_checks(judge)

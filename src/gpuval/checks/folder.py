@@ -7,6 +7,7 @@ from gpuval import parsers
 from gpuval.checks.context import JudgeState
 from gpuval.checks.model import CLUSTER, Check, Status
 from gpuval.evidence import RUN_JSON, ParsedFile
+from gpuval.plan.rack_search import is_search_step
 from gpuval.plan.steps import failed_phase, pair_step
 from gpuval.records.bandwidth import AllReduceBenchRun, NvbandwidthRun
 from gpuval.records.base import Diagnostic
@@ -101,11 +102,12 @@ def _step_problem(file: ParsedFile) -> tuple[Status, str] | None:
 
 def step_checks(judge: JudgeState) -> None:
     """Each step's sidecar: skipped, timed out, unfinished or non-zero exit status (a pair try's
-    ending is its pair's reason: the pair analysis judges all tries of a pair together). A node
-    that Slurm says the step lost is not tested in it."""
+    ending is its pair's reason: the pair analysis judges all tries of a pair together; a rack
+    search group's is the search's, which names the tray). A node that Slurm says the step lost
+    is not tested in it."""
     folder = judge.evidence.folder
     for file in judge.evidence.files:
-        if file.is_pair_try:
+        if file.is_pair_try or is_search_step(file.step):
             continue
         problem = _step_problem(file)
         if problem and file.ended:
@@ -148,7 +150,8 @@ def expected_step_checks(judge: JudgeState) -> None:
 def parse_checks(judge: JudgeState) -> None:
     """Parser errors fail (numbers could not be read); parser warnings warn, one line per file."""
     for file in judge.evidence.files:
-        if file.tool is None or file.is_pair_try:  # a pair try's errors are its pair's reason
+        # A pair try's errors are its pair's reason, a rack search group's the search's.
+        if file.tool is None or file.is_pair_try or is_search_step(file.step):
             continue
         if not file.runs and not file.errors:
             judge.add(Check(

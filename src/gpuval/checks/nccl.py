@@ -28,6 +28,7 @@ from gpuval.checks.references import (
 )
 from gpuval.checks.wording import band_status, listed, peak_sentence, size_text
 from gpuval.evidence import HostEvidence, Parsed
+from gpuval.plan.rack_search import is_search_step
 from gpuval.plan.steps import RackTest, rack_test
 from gpuval.records.bandwidth import AllReduceBenchRun
 from gpuval.records.nccl import NcclRun
@@ -467,7 +468,8 @@ def all_reduce_bench_checks(judge: JudgeState, host: HostEvidence,
 def collective_checks(judge: JudgeState) -> None:
     for host in judge.evidence.hosts.values():
         for parsed in host.nccl:
-            if not parsed.file.is_pair_try:  # pair tries are judged by the pair analysis
+            # Pair tries are judged by the pair analysis, a rack search's groups by the search.
+            if not parsed.file.is_pair_try and not is_search_step(parsed.file.step):
                 nccl_checks(judge, host, parsed)
         for bench in host.all_reduce_bench:
             all_reduce_bench_checks(judge, host, bench)
