@@ -15,6 +15,8 @@ back with `pair_step` and `failed_phase`. Shapes:
                                           rack's first node (gpuval.checks.rack_tests)
     xrack-nccl-<collective>               the network-only test across racks (MNNVL and NVLS
                                           off, one node per rack), on the first node
+    rack-search-nccl-<collective>-r<round>  a group of a failing rack's trays, searched
+                                          stage by stage (gpuval.plan.rack_search)
     mpi-preflight                         mpirun across all nodes, on the first node
     allnodes-allreduce                    staged mode's all-nodes test, on the first node
     allnodes-allreduce-g<round>           staged mode's group tests of a later round, on the
