@@ -85,3 +85,18 @@ def test_a_step_that_failed_without_slurm_losing_a_node_still_fails(tmp_path: Pa
 def test_a_step_that_did_not_finish_fails_whatever_its_output_says(tmp_path: Path) -> None:
     steps = judged(tmp_path, f"{NODE_FAILURE}\n", None)
     assert sorted(steps) == ["node1"] and steps["node1"].status == "fail"
+
+
+def test_a_pair_try_slurm_cut_by_losing_a_node_measured_nothing(tmp_path: Path) -> None:
+    # Expected before running: the try tested neither side (skipped, never a failed try), so no
+    # pair check fails (link or node), and the link's reason says Slurm lost node3.
+    write_run_json(tmp_path, "r", ["node1", "node2", "node3"])
+    write_step(tmp_path, "node1", "pair-iperf3-r1-node1--node3-try1", f"{NODE_FAILURE}\n",
+               exit_code=1, command=SRUN, phase="network", raw_ext="json")  # fmt: skip
+    checks = judge_run(build_evidence(read_run_folder(tmp_path)), DEFAULTS).checks
+    link = [c for c in checks if c.check_id.startswith("pairs.iperf3.link.node1--node3")]
+    assert [c.status for c in link] == ["unjudged"], link
+    assert f"not tested: Slurm lost node3 ({NODE_FAILURE})" in link[0].reason
+    # (node2 and node3 left no folder here: their reachability checks are not this test's.)
+    failing = [c.check_id for c in checks if c.status == "fail" and c.check_id.startswith("pairs")]
+    assert failing == [], failing

@@ -135,7 +135,7 @@ def read_pair_tries(files: Iterable[ParsedFile]) -> list[PairTry]:
             continue
         tries.append(PairTry(
             file.step, step, file.host, file.path, file.ended, file.tool,
-            file.errors[0] if file.errors else None, file.runs,
+            file.errors[0] if file.errors else None, file.runs, file.lost_nodes,
         ))  # fmt: skip
     return tries
 

@@ -390,6 +390,7 @@ class PairTry:
     tool: str | None  # the parser that read the output; None: missing, or not recognised
     first_error: Diagnostic | None = None  # the parser's first error
     runs: tuple[object, ...] = ()  # the parser's records
+    lost_nodes: dict[str, str] = field(default_factory=dict)  # as ParsedFile.lost_nodes
 
     @property
     def answered(self) -> bool:

@@ -99,7 +99,8 @@ VALUE_READERS: dict[str, Callable[[Sequence[object]], Measured]] = {
 
 def _measured(found: PairTry, kind: PairKind) -> Measured:
     """Skipped, timed out or unfinished (the sidecar), else what the output shows; a non-zero
-    exit status is judged from the output (wrong results stay wrong), then fails the try."""
+    exit status is judged from the output (wrong results stay wrong), then fails the try, unless
+    Slurm says it lost a node from the step (then nothing was tested)."""
     problem, detail = found.ended or (None, "")
     if problem == "skipped":
         return "skipped", None, f"skipped: {detail}"
@@ -107,6 +108,10 @@ def _measured(found: PairTry, kind: PairKind) -> Measured:
         return "failed", None, f"timed out{detail}"
     if problem == "unfinished":
         return "failed", None, f"did not finish (no exit status: {detail})"
+    if problem == "exit_status" and found.lost_nodes:
+        # Slurm ended the step because a node left it: a try of neither side.
+        said = "; ".join(dict.fromkeys(found.lost_nodes.values()))
+        return "skipped", None, f"not tested: Slurm lost {', '.join(found.lost_nodes)} ({said})"
     if found.tool is None:
         return "failed", None, "no output (missing, or not recognised as any tool's)"
     if found.tool not in kind.tools:

@@ -334,6 +334,10 @@ def pair_verdict(
     if wrong:  # corrupted data is never repaired by a later try
         tries = ", ".join(map(str, sorted(set(wrong))))
         status, verdict = "fail", f"{a}--{b}: wrong results on try {tries}"
+    elif value is None and all(t.outcome == "skipped" for m in found for t in m.tries):
+        # Nothing was tried (a host it needs was unreachable, or Slurm lost a node from the
+        # step): the link is not tested, neither passed nor failed; the host's own checks say why.
+        status, verdict = "unjudged", f"{a}--{b}: not tested"
     elif value is None:
         blamed = f" (flagged node {flagged})" if flagged else ""
         status, verdict = "fail", f"{a}--{b}: no measurement{blamed}"
