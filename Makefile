@@ -85,9 +85,16 @@ MOLECULE_ROLES := $(patsubst %/molecule/default/molecule.yml,%,\
 
 ## molecule: every role's scenario on simulated hosts (root, network namespaces), $(JOBS) at a
 ## time (one per core: each uses about one); each one's output in build/molecule/.
+## tests/molecule/bin/ansible-playbook answers molecule's `--version` check before every step
+## from the output recorded here (126 ansible start-ups, 90 CPU-seconds, fewer).
+MOLECULE_VERSION_FILE := $(CURDIR)/build/molecule/ansible-playbook-version.txt
 molecule: $(STAMP) test-fixtures
 	mkdir -p build/molecule
-	source $(BIN)/activate && printf '%s\n' $(MOLECULE_ROLES) | xargs -P $(JOBS) -I{} bash -c \
+	$(BIN)/ansible-playbook --version > $(MOLECULE_VERSION_FILE)
+	source $(BIN)/activate && export PATH=$(CURDIR)/tests/molecule/bin:$$PATH \
+	  GPUVAL_ANSIBLE_PLAYBOOK=$(CURDIR)/$(BIN)/ansible-playbook \
+	  GPUVAL_ANSIBLE_PLAYBOOK_VERSION=$(MOLECULE_VERSION_FILE) && \
+	  printf '%s\n' $(MOLECULE_ROLES) | xargs -P $(JOBS) -I{} bash -c \
 	  'role={}; log=$(CURDIR)/build/molecule/$${role##*/}.log; \
 	   if (cd "$$role" && molecule test) > "$$log" 2>&1; then echo "molecule $$role: passed"; \
 	   else echo "molecule $$role: FAILED, see $$log"; tail -40 "$$log"; exit 1; fi'
