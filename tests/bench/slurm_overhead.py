@@ -105,7 +105,9 @@ def at_once(actions: Sequence[Callable[[], None]]) -> float:
 def wait_idle(slurm: SlurmCluster) -> None:
     deadline = time.monotonic() + IDLE_TIMEOUT_S
     while time.monotonic() < deadline:
-        states = slurm.run("sinfo", "--noheader", "--Node", "--format=%N %T").stdout.split()
+        states = slurm.run(
+            "sinfo", "--noheader", "--Node", "--format=%N %T", check=False
+        ).stdout.split()
         if states[1::2] and all(state == "idle" for state in states[1::2]):
             return
         time.sleep(0.05)
