@@ -16,7 +16,7 @@ JOBS ?= 2
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .PHONY: run test lint unit system-deps sample-report bench clean ansible-lint syntax-check molecule \
-  collection bench-ansible bench-staged bench-report \
+  collection bench-ansible bench-staged bench-report bench-slurm \
   test-fixtures tests-without-hosts
 
 $(STAMP): pyproject.toml
@@ -148,3 +148,10 @@ bench-ansible: $(STAMP) system-deps test-fixtures
 ## change the cluster (not part of make test: 32 hosts hold the machine for a long while).
 bench-staged: $(STAMP) system-deps
 	$(PY) -m tests.bench.staged_search --hosts $(or $(HOSTS),32) --bad $(or $(BAD),node7)
+
+## bench-slurm: what Slurm as the launcher costs on a simulated Slurm of 3 nodes (gpuval's own
+## salloc/scancel and srun commands): allocation granted and released, a pair round of srun steps
+## against mpirun over ssh and plain ssh, one step across every node; median and spread of 5
+## repeats, the load beside. NODES=N and REPEATS=N change them (not part of make test).
+bench-slurm: $(STAMP) system-deps
+	$(PY) -m tests.bench.slurm_overhead --nodes $(or $(NODES),3) --repeats $(or $(REPEATS),5)
