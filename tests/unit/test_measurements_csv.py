@@ -6,12 +6,12 @@ from __future__ import annotations
 import csv
 import io
 
-from gpuval.judgement.model import MeasurementRow
+from gpuval.judgement.model import MeasurementRow, Measurements
 from gpuval.report.tables import MEASUREMENT_COLUMNS, column_cells, measurements_csv
 
 
 def _table(rows: list[MeasurementRow]) -> list[dict[str, str]]:
-    return list(csv.DictReader(io.StringIO(measurements_csv(rows))))
+    return list(csv.DictReader(io.StringIO(measurements_csv(Measurements.of(rows)))))
 
 
 def test_cells_as_printed_and_empty_where_a_row_has_none():
@@ -32,7 +32,7 @@ def test_cells_as_printed_and_empty_where_a_row_has_none():
 
 
 def test_no_rows_is_the_header_alone():
-    assert measurements_csv([]).splitlines() == [",".join(MEASUREMENT_COLUMNS)]
+    assert measurements_csv(Measurements()).splitlines() == [",".join(MEASUREMENT_COLUMNS)]
 
 
 def test_formula_text_is_made_inert_in_a_column_of_numbers_and_text():

@@ -8,9 +8,8 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Iterator, Sequence
-from operator import attrgetter
 
-from gpuval.judgement.model import Cell, MeasurementRow
+from gpuval.judgement.model import Cell, Measurements
 
 # src/dst: GPU indices of matrix cells; host_a/host_b/try: pair tests (metric "pair_<kind>";
 # iperf3: sender, receiver).
@@ -97,12 +96,12 @@ def column_texts(cells: Sequence[Cell]) -> Iterator[str]:
     return map(_field_text, cells)
 
 
-def measurements_csv(rows: list[MeasurementRow]) -> str:
+def measurements_csv(measurements: Measurements) -> str:
     """The content of measurements.csv: the measurement rows in long format, exactly as printed
     (no averaging, no dropping), every text cell inert in a spreadsheet; what csv.writer writes
     (None: an empty cell; a float: its repr), put together column by column."""
     texts = [
-        column_texts(column_cells(list(map(attrgetter(field), rows)), name in INTEGER_COLUMNS))
+        column_texts(column_cells(measurements.columns[field], name in INTEGER_COLUMNS))
         for name, field in zip(MEASUREMENT_COLUMNS, ROW_FIELDS, strict=True)
     ]
     out = io.StringIO()
