@@ -82,6 +82,9 @@ def _field_text(value: Cell) -> str:
     return _FIELD.getvalue()[:-2]
 
 
+_NONE_TEXT: dict[Cell, str] = {None: ""}
+
+
 def column_texts(cells: Sequence[Cell]) -> Iterator[str]:
     """One column's cells (from `column_cells`) as the text csv.writer writes for them, each
     distinct text or integer written once (a column holds few: hosts, files, sizes, lines);
@@ -93,7 +96,7 @@ def column_texts(cells: Sequence[Cell]) -> Iterator[str]:
         return map(written.__getitem__, cells)
     if kinds <= {float, type(None)}:
         # repr of every cell, "" in place of a None's: C loops alone, no Python call per cell
-        return map({None: ""}.get, cells, map(repr, cells))
+        return map(_NONE_TEXT.get, cells, map(repr, cells))
     return map(_field_text, cells)
 
 
