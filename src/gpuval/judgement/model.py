@@ -184,13 +184,9 @@ class Measurements:
 
     @classmethod
     def of(cls, rows: Iterable[MeasurementRow]) -> Measurements:
-        table = cls()
-        for row in rows:
-            table.add(row)
-        return table
-
-    def __len__(self) -> int:
-        return len(self.columns["host"])
+        """The table of `rows`, in order."""
+        listed = list(rows)
+        return cls({name: [getattr(row, name) for row in listed] for name in MEASUREMENT_FIELDS})
 
     def add(self, row: MeasurementRow) -> None:
         for name, cells in self.columns.items():
