@@ -21,14 +21,12 @@ from typing import Any, Literal, TypeVar
 
 from gpuval import parsers
 from gpuval.files.atomic import temporary_of
-from gpuval.files.host_folder import (
-    RAW_DIR as RAW_DIR,  # the run folder's layout, for its readers
-)
-from gpuval.files.host_folder import (
-    HostFolder,
-    RefusedPath,
-    host_dir,
-)
+
+# RAW_DIR, RefusedPath and host_file: the run folder's layout and rule, for its readers too
+from gpuval.files.host_folder import RAW_DIR as RAW_DIR
+from gpuval.files.host_folder import HostFolder, host_dir
+from gpuval.files.host_folder import RefusedPath as RefusedPath
+from gpuval.files.host_folder import host_file as host_file
 from gpuval.files.parse_cache import HostCache
 from gpuval.plan.steps import pair_step
 from gpuval.records.base import Diagnostic, ParseResult

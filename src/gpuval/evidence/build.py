@@ -29,7 +29,6 @@ from gpuval.evidence.model import (
     Topology,
     pci_key,
 )
-from gpuval.files.host_folder import RefusedPath, host_file
 from gpuval.plan.steps import AFTER_SUFFIX, HEALTH_PHASE, failed_phase, pair_step
 from gpuval.records.bandwidth import AllReduceBenchRun, NvbandwidthRun
 from gpuval.records.collective_bench import CollectiveBenchRun, MpiPreflightRun
@@ -50,7 +49,7 @@ from gpuval.records.nvidia_smi import NvidiaSmiRun
 from gpuval.records.p2p import P2PRun
 from gpuval.records.software import SoftwareVersionRun
 from gpuval.records.topology import AmdTopologyRun, TopologyRun
-from gpuval.runfolder import RawFile, RunFolder
+from gpuval.runfolder import RawFile, RefusedPath, RunFolder, host_file
 
 R = TypeVar("R")
 
