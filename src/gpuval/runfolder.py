@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +21,12 @@ from typing import Any, Literal, TypeVar
 
 from gpuval import parsers
 from gpuval.files.atomic import temporary_of
+
+# RAW_DIR, RefusedPath and host_file: the run folder's layout and rule, for its readers too
+from gpuval.files.host_folder import RAW_DIR as RAW_DIR
+from gpuval.files.host_folder import HostFolder, host_dir
+from gpuval.files.host_folder import RefusedPath as RefusedPath
+from gpuval.files.host_folder import host_file as host_file
 from gpuval.files.parse_cache import HostCache
 from gpuval.plan.steps import pair_step
 from gpuval.records.base import Diagnostic, ParseResult
@@ -81,67 +86,15 @@ class RawFile:
 
 SIDECAR_SUFFIX = ".meta.json"
 RUN_JSON = "run.json"
-RAW_DIR = "raw"
-
-# Host folders are named after the inventory and files after steps, which name hosts too (pair
-# steps): any text, escaped wherever it is shown, but never climbing (`/`, `..`), hidden (`.x`),
-# or in an encoding no output can hold (control characters, bytes that are not UTF-8).
-PLAIN_NAME_RULE = "a plain name: printable, without `/`, not starting with `.`, 1-255 characters"
-MAX_NAME = 255
-
-
-def _plain_name(name: str) -> bool:
-    """Whether a host folder or a file of raw/ may have this name (PLAIN_NAME_RULE)."""
-    return 0 < len(name) <= MAX_NAME and name.isprintable() and "/" not in name and name[0] != "."
 
 
 class RunFolderError(Exception):
     """The folder cannot be read as a run folder; the message says what to do."""
 
 
-class RefusedPath(Exception):
-    """A path in raw/ that gpuval must not read (`host_file`); the message says why."""
-
-
-def _lstat_mode(path: str) -> int | None:
-    """The mode of `path` itself (a link is not followed); None when nothing is there."""
-    try:
-        return os.lstat(path).st_mode
-    except FileNotFoundError:
-        return None
-
-
-# Plain strings and os calls, not pathlib: this runs for each of a thousand nodes' 67,000 files.
-def _host_dir(run_dir: Path, host: str) -> str:
-    """raw/<host>, unless its name is not plain or it is a symbolic link (RefusedPath)."""
-    if not _plain_name(host):
-        raise RefusedPath(f"host folder name {host!a} is not {PLAIN_NAME_RULE}")
-    host_dir = os.path.join(run_dir, RAW_DIR, host)
-    if (mode := _lstat_mode(host_dir)) is not None and stat.S_ISLNK(mode):
-        raise RefusedPath(f"{RAW_DIR}/{host} is a symbolic link; links are never followed")
-    return host_dir
-
-
 def _check_host(run_dir: Path, host: str) -> Path:
     """raw/<host>, unless its name is not plain or it is a symbolic link (RefusedPath)."""
-    return Path(_host_dir(run_dir, host))
-
-
-def host_file(run_dir: Path, host: str, name: str) -> Path | None:
-    """raw/<host>/<name> when it may be read as `host`'s: both names plain, neither the host
-    folder nor the file a symbolic link (so the path cannot leave the host's own folder, and a node
-    can be judged on no file but its own); None when there is no regular file by that name.
-    Raises RefusedPath otherwise. The one rule for every file read from raw/."""
-    host_dir = _host_dir(run_dir, host)
-    if not _plain_name(name):
-        raise RefusedPath(f"file name {name!a} is not {PLAIN_NAME_RULE}")
-    path = os.path.join(host_dir, name)
-    mode = _lstat_mode(path)
-    if mode is None:
-        return None
-    if stat.S_ISLNK(mode):
-        raise RefusedPath(f"{RAW_DIR}/{host}/{name} is a symbolic link; links are never followed")
-    return Path(path) if stat.S_ISREG(mode) else None
+    return Path(host_dir(run_dir, host))
 
 
 @dataclass
@@ -365,26 +318,20 @@ class _Reading:
     def refuse(self, message: str, source: str) -> None:
         self.refused.append(_error(message, source))
 
-    def cached(self, path: Path, host: str, variant: tuple[str | None, ...],
-               read: Callable[[], _Read]) -> _Read:  # fmt: skip
-        """`read()` of `path` (a file `host_file` allowed), or what it gave last time the
-        same file was read the same way."""
+    def cached(self, folder: HostFolder, name: str, status: os.stat_result,
+               variant: tuple[str | None, ...], read: Callable[[], _Read]) -> _Read:  # fmt: skip
+        """`read()` of the host's file `name` (`status`: its own, a regular file `host_file`'s
+        rule allowed), or what it gave last time the same file was read the same way."""
         if self.caches is None:
             return read()
-        host_cache = self.caches.get(host)
+        host_cache = self.caches.get(folder.host)
         if host_cache is None:
-            run_dir = path.parents[2]
-            host_cache = self.caches[host] = HostCache(run_dir, host, CACHED_MODULES)
-        try:
-            status = os.lstat(path)
-        except OSError:
-            return read()
-        if not stat.S_ISREG(status.st_mode):
-            return read()
-        found: _Read | None = host_cache.get(path.name, status, variant)
+            host_cache = HostCache(folder.run_dir, folder.host, CACHED_MODULES)
+            self.caches[folder.host] = host_cache
+        found: _Read | None = host_cache.get(name, status, variant)
         if found is None:
             found = read()
-            host_cache.put(path.name, status, variant, found)
+            host_cache.put(name, status, variant, found)
         return found
 
 
@@ -397,10 +344,22 @@ def _foreign_pair(step: str, host: str) -> str | None:
     return f"pair step {step!r} is {pair.src} and {pair.dst}'s, not {host}'s"
 
 
-def _read_sidecar_step(run_dir: Path, host: str, path: Path, found: _Reading) -> str | None:
+def _read_sidecar_step(folder: HostFolder, name: str, found: _Reading) -> str | None:
     """One sidecar and the raw output it names; the raw file name it claims, if any."""
-    source = path.relative_to(run_dir).as_posix()
-    sidecar, problems = found.cached(path, host, (), lambda: read_sidecar(path, run_dir, host))
+    run_dir, host = folder.run_dir, folder.host
+    source = f"{RAW_DIR}/{host}/{name}"
+    try:
+        at = folder.file(name)
+    except RefusedPath as refused:
+        found.refuse(str(refused), f"{RAW_DIR}/{host}/")
+        return None
+    if at is None:
+        found.diagnostics.append(_warning("not a regular file; ignored", source))
+        return None
+    path, status = at
+    sidecar, problems = found.cached(
+        folder, name, status, (), lambda: read_sidecar(path, run_dir, host)
+    )
     found.diagnostics += problems
     if sidecar is None:
         return None
@@ -411,38 +370,41 @@ def _read_sidecar_step(run_dir: Path, host: str, path: Path, found: _Reading) ->
         found.files.append(RawFile(host, source, sidecar, None))
         return None
     try:
-        raw_path = host_file(run_dir, host, sidecar.raw)
+        raw_at = folder.file(sidecar.raw)
     except RefusedPath as refused:
         found.refuse(
-            f"{path.name} names raw {sidecar.raw!a}, refused: {refused} (a raw output is a "
+            f"{name} names raw {sidecar.raw!a}, refused: {refused} (a raw output is a "
             f"file of its own host's folder, {RAW_DIR}/{host}/)",
             source,
         )
         return sidecar.raw
     raw_source = f"{RAW_DIR}/{host}/{sidecar.raw}"
-    if raw_path is None:
+    if raw_at is None:
         if not sidecar.skipped:
             found.diagnostics.append(
-                _error(f"raw output {sidecar.raw!r} named by {path.name} is missing", raw_source)
+                _error(f"raw output {sidecar.raw!r} named by {name} is missing", raw_source)
             )
         found.files.append(RawFile(host, raw_source, sidecar, None))
         return sidecar.raw
+    raw_path, raw_status = raw_at
     tool = sidecar.tool
     result, problems = found.cached(
-        raw_path, host, (tool,), lambda: parse_raw(raw_path, raw_source, tool)
+        folder, sidecar.raw, raw_status, (tool,), lambda: parse_raw(raw_path, raw_source, tool)
     )
     found.diagnostics += problems
     found.files.append(RawFile(host, raw_source, sidecar, result))
     return sidecar.raw
 
 
-def _read_unclaimed(run_dir: Path, host: str, name: str, found: _Reading) -> None:
+def _read_unclaimed(folder: HostFolder, name: str, found: _Reading) -> None:
     """A file no sidecar names: parsed by detecting its tool, with a warning."""
+    host = folder.host
     source = f"{RAW_DIR}/{host}/{name}"
-    path = host_file(run_dir, host, name)
-    if path is None:
+    at = folder.file(name)
+    if at is None:
         found.diagnostics.append(_warning("not a regular file; ignored", source))
         return
+    path, status = at
     step = name.split(".")[0]
     if why := _foreign_pair(step, host):
         found.refuse(why, source)
@@ -454,30 +416,24 @@ def _read_unclaimed(run_dir: Path, host: str, name: str, found: _Reading) -> Non
             source,
         )
     )
-    result, problems = found.cached(path, host, (None,), lambda: parse_raw(path, source, None))
+    result, problems = found.cached(
+        folder, name, status, (None,), lambda: parse_raw(path, source, None)
+    )
     found.diagnostics += problems
     found.files.append(RawFile(host, source, None, result))
 
 
 def _read_host(run_dir: Path, host: str, found: _Reading) -> None:
     """Every sidecar of raw/<host>/ and what it names, then the files no sidecar names; each
-    file through `host_file`."""
-    names = sorted(entry.name for entry in (run_dir / RAW_DIR / host).iterdir())
+    file by `host_file`'s rule."""
+    folder = HostFolder.listed(run_dir, host)
+    names = sorted(folder.statuses)
     claimed: set[str] = set()
     for name in names:
-        if not name.endswith(SIDECAR_SUFFIX):
-            continue
-        try:
-            path = host_file(run_dir, host, name)
-        except RefusedPath as refused:
-            found.refuse(str(refused), f"{RAW_DIR}/{host}/")
-            continue
-        if path is None:
-            found.diagnostics.append(
-                _warning("not a regular file; ignored", f"{RAW_DIR}/{host}/{name}")
-            )
-            continue
-        if (raw := _read_sidecar_step(run_dir, host, path, found)) is not None:
+        if (
+            name.endswith(SIDECAR_SUFFIX)
+            and (raw := _read_sidecar_step(folder, name, found)) is not None
+        ):
             claimed.add(raw)
     for name in names:
         if name.endswith(SIDECAR_SUFFIX) or name in claimed:
@@ -489,7 +445,7 @@ def _read_host(run_dir: Path, host: str, found: _Reading) -> None:
             ))  # fmt: skip
             continue
         try:
-            _read_unclaimed(run_dir, host, name, found)
+            _read_unclaimed(folder, name, found)
         except RefusedPath as refused:
             found.refuse(str(refused), f"{RAW_DIR}/{host}/")
 

@@ -6,12 +6,16 @@ from __future__ import annotations
 import csv
 import io
 
-from gpuval.judgement.model import MeasurementRow
+from gpuval.evidence import ParsedFile
+from gpuval.judgement.measurements import measurement_rows
+from gpuval.judgement.model import MeasurementRow, Measurements
+from gpuval.judgement.series import ToolRun
+from gpuval.records.nccl import NcclHalf, NcclRow, NcclRun
 from gpuval.report.tables import MEASUREMENT_COLUMNS, column_cells, measurements_csv
 
 
 def _table(rows: list[MeasurementRow]) -> list[dict[str, str]]:
-    return list(csv.DictReader(io.StringIO(measurements_csv(rows))))
+    return list(csv.DictReader(io.StringIO(measurements_csv(Measurements.of(rows)))))
 
 
 def test_cells_as_printed_and_empty_where_a_row_has_none():
@@ -32,7 +36,7 @@ def test_cells_as_printed_and_empty_where_a_row_has_none():
 
 
 def test_no_rows_is_the_header_alone():
-    assert measurements_csv([]).splitlines() == [",".join(MEASUREMENT_COLUMNS)]
+    assert measurements_csv(Measurements()).splitlines() == [",".join(MEASUREMENT_COLUMNS)]
 
 
 def test_formula_text_is_made_inert_in_a_column_of_numbers_and_text():
@@ -58,3 +62,45 @@ def test_a_formula_in_a_row_s_text_is_inert_in_the_file():
     row = _table(rows)[0]
     assert (row["host"], row["host_a"], row["host_b"]) == ("'=HYPERLINK(1)", "'@a", "node2")
     assert row["value"] == "-3.5"
+
+
+def _nccl_run(rows: list[NcclRow]) -> ToolRun:
+    file = ParsedFile("n1", "raw/n1/nccl.txt", "nccl", "nccl-tests")
+    return ToolRun(file, NcclRun(collective="all_reduce", nranks=8, rows=rows), 0)
+
+
+def _row(size: int, *halves: NcclHalf | None) -> NcclRow:
+    return NcclRow(size, count=size // 4, dtype="float", redop="sum", out_of_place=halves[0],
+                   in_place=halves[1] if len(halves) > 1 else None, line=size % 97)  # fmt: skip
+
+
+def _expected(size: int, placement: str, half: NcclHalf) -> MeasurementRow:
+    return MeasurementRow(
+        "n1", "raw/n1/nccl.txt", "nccl-tests", 0, collective="all_reduce", nranks=8,
+        size_bytes=size, count=size // 4, dtype="float", redop="sum", placement=placement,
+        time_us=half.time_us, algbw_gbps=half.algbw_gbps, busbw_gbps=half.busbw_gbps,
+        wrong=half.wrong, line=size % 97,
+    )  # fmt: skip
+
+
+def test_an_nccl_table_gives_a_row_per_half_it_shows_out_of_place_first():
+    a, b = NcclHalf(10.5, 0.1, 0.2, 0), NcclHalf(11.0, 0.09, 0.18, None)
+    stored = [_row(1024, a, b), _row(2048, b, a)]  # kept as numbers: every row both halves
+    table = _nccl_run(stored).record.rows
+    assert table.kept is None
+    assert list(measurement_rows([_nccl_run(stored)], [], []).rows()) == [
+        _expected(1024, "out_of_place", a), _expected(1024, "in_place", b),
+        _expected(2048, "out_of_place", b), _expected(2048, "in_place", a),
+    ]  # fmt: skip
+
+
+def test_a_table_kept_as_rows_gives_the_halves_each_row_shows():
+    a, b = NcclHalf(10.5, 0.1, 0.2, 0), NcclHalf(11.0, 0.09, 0.18, 3)
+    huge = 2**60  # beyond a double's exact integers: the table keeps its rows as they are
+    kept = [_row(huge, a, b), _row(4096, None, a), _row(8192, b)]
+    assert _nccl_run(kept).record.rows.kept is not None
+    found = list(measurement_rows([_nccl_run(kept)], [], []).rows())
+    assert found == [
+        _expected(huge, "out_of_place", a), _expected(huge, "in_place", b),
+        _expected(4096, "in_place", a), _expected(8192, "out_of_place", b),
+    ]  # fmt: skip

@@ -8,9 +8,9 @@ from typing import Any
 
 from gpuval.checks.pairs import Try
 from gpuval.evidence import ParsedFile
-from gpuval.judgement.model import MeasurementRow
+from gpuval.judgement.model import Cell, MeasurementRow, Measurements
 from gpuval.judgement.series import NCCL_TOOLS, ToolRun
-from gpuval.records.nccl import NcclRun
+from gpuval.records.nccl import HALVES, NcclRun, NcclTable
 
 P2P_TOOLS = frozenset({"p2pBandwidthLatencyTest"})
 BENCH_TOOLS = frozenset({"all_reduce_bench"})
@@ -18,6 +18,9 @@ COLLECTIVE_BENCH_TOOLS = frozenset({"gpuval-allreduce-bench"})  # the suite's ow
 NVBANDWIDTH_TOOLS = frozenset({"nvbandwidth"})
 # The runs whose numbers measurements.csv lists.
 MEASURED_TOOLS = NCCL_TOOLS | BENCH_TOOLS | COLLECTIVE_BENCH_TOOLS | P2P_TOOLS | NVBANDWIDTH_TOOLS
+# What measurements.csv lists of an nccl-tests table: of each row, and of each of its halves.
+ROW_FIELDS = ("size_bytes", "count", "dtype", "redop", "line")
+HALF_FIELDS = ("time_us", "algbw_gbps", "busbw_gbps", "wrong")
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -28,22 +31,37 @@ def _as_dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _nccl_rows(run: ToolRun) -> Iterator[MeasurementRow]:
+def _add_nccl(found: Measurements, run: ToolRun) -> None:
+    """A run's table column by column: each row's out-of-place, then in-place half (those it
+    shows), read from the table's columns, never a row object per row."""
     record = run.record
     if not isinstance(record, NcclRun):
         return
-    host, file, tool, index = run.host, run.file.path, run.tool, run.index
-    collective, nranks = record.collective, record.nranks
-    for row in record.rows:
-        for placement, half in (("out_of_place", row.out_of_place), ("in_place", row.in_place)):
-            if half is None:
-                continue
-            yield MeasurementRow(
-                host, file, tool, index, collective=collective, nranks=nranks,
-                size_bytes=row.size_bytes, count=row.count, dtype=row.dtype, redop=row.redop,
-                placement=placement, time_us=half.time_us, algbw_gbps=half.algbw_gbps,
-                busbw_gbps=half.busbw_gbps, wrong=half.wrong, line=row.line,
-            )  # fmt: skip
+    table = record.rows
+    shown = {half: _shown(table, half) for half in HALVES}
+    entries = [(at, half) for at in range(len(table)) for half in HALVES if shown[half][at]]
+    rows = [at for at, _ in entries]
+    cells: dict[str, list[Cell]] = {
+        name: [column[at] for at in rows]
+        for name, column in ((name, table.column(name)) for name in ROW_FIELDS)
+    }
+    cells["placement"] = [half for _, half in entries]
+    for name in HALF_FIELDS:
+        by_half = {half: table.column(name, half) for half in HALVES}
+        cells[name] = [by_half[half][at] for at, half in entries]
+    same: dict[str, Cell] = {
+        "host": run.host, "file": run.file.path, "tool": run.tool, "run": run.index,
+        "collective": record.collective, "nranks": record.nranks,
+    }  # fmt: skip
+    found.add_columns(len(entries), cells, same)
+
+
+def _shown(table: NcclTable, half: str) -> list[bool]:
+    """Whether each row of `table` shows `half` (every row of a table kept as numbers shows
+    the same halves)."""
+    if table.kept is not None:
+        return [getattr(row, half) is not None for row in table.kept]
+    return [table.layout is not None and half in table.layout.halves] * len(table)
 
 
 def _bench_rows(run: ToolRun) -> Iterator[MeasurementRow]:
@@ -60,15 +78,20 @@ def _bench_rows(run: ToolRun) -> Iterator[MeasurementRow]:
         )  # fmt: skip
 
 
-def _matrix_rows(run: ToolRun) -> Iterator[MeasurementRow]:
+def _add_matrices(found: Measurements, run: ToolRun) -> None:
+    """Every cell of every matrix, row by row, metric by metric in name order."""
     for metric, matrix in sorted(_as_dict(run.data.get("matrices")).items()):
-        unit = "us" if metric.startswith("latency") else "GB/s"
-        for src, cells in enumerate(_as_list(matrix)):
-            for dst, value in enumerate(_as_list(cells)):
-                yield MeasurementRow(
-                    run.host, run.file.path, run.tool, run.index,
-                    metric=metric, src=src, dst=dst, value=value, unit=unit,
-                )  # fmt: skip
+        cells: dict[str, list[Cell]] = {"src": [], "dst": [], "value": []}
+        for src, row in enumerate(_as_list(matrix)):
+            row = _as_list(row)
+            cells["src"] += [src] * len(row)
+            cells["dst"] += range(len(row))
+            cells["value"] += row
+        same: dict[str, Cell] = {
+            "host": run.host, "file": run.file.path, "tool": run.tool, "run": run.index,
+            "metric": metric, "unit": "us" if metric.startswith("latency") else "GB/s",
+        }  # fmt: skip
+        found.add_columns(len(cells["value"]), cells, same)
 
 
 def _label_number(label: Any) -> int | None:
@@ -110,20 +133,22 @@ def _pair_rows(files: list[ParsedFile], tries: list[Try]) -> Iterator[Measuremen
 
 def measurement_rows(
     runs: list[ToolRun], files: list[ParsedFile], tries: list[Try]
-) -> list[MeasurementRow]:
+) -> Measurements:
     """Every measured number of the run's files (`runs`: theirs), then every pair try's
     number."""
-    found: list[MeasurementRow] = []
+    found = Measurements()
     for run in runs:
         if run.tool in NCCL_TOOLS:
-            rows: Iterator[MeasurementRow] = _nccl_rows(run)
-        elif run.tool in BENCH_TOOLS | COLLECTIVE_BENCH_TOOLS:
-            rows = _bench_rows(run)
+            _add_nccl(found, run)
         elif run.tool in P2P_TOOLS:
-            rows = _matrix_rows(run)
+            _add_matrices(found, run)
+        elif run.tool in BENCH_TOOLS | COLLECTIVE_BENCH_TOOLS:
+            for row in _bench_rows(run):
+                found.add(row)
         elif run.tool in NVBANDWIDTH_TOOLS:
-            rows = _nvbandwidth_rows(run)
-        else:  # inventory tools describe the hardware; pair tests' numbers are their tries'
-            continue
-        found += rows
-    return found + list(_pair_rows(files, tries))
+            for row in _nvbandwidth_rows(run):
+                found.add(row)
+        # else: inventory tools describe the hardware; pair tests' numbers are their tries'
+    for row in _pair_rows(files, tries):
+        found.add(row)
+    return found

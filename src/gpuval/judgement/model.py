@@ -8,7 +8,8 @@ matrices the charts draw, and the rows of measurements.csv.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from gpuval.checks.baseline import Baseline
@@ -24,8 +25,8 @@ from gpuval.runfolder import Sidecar
 
 __all__ = [
     "BUSBW_PREFIX", "P2P_METRIC", "BusbwSeries", "Cell", "FileEntry", "HostFacts", "HostMetrics",
-    "MeasurementRow", "Outlier", "P2PMatrices", "RunJudgement", "TopoRun", "busbw_metric",
-    "off_diagonal",
+    "MeasurementRow", "Measurements", "Outlier", "P2PMatrices", "RunJudgement", "TopoRun",
+    "busbw_metric", "off_diagonal",
 ]  # fmt: skip
 
 P2P_METRIC = "p2p_min_unidirectional_gbps"
@@ -168,6 +169,47 @@ class MeasurementRow:
     attempt: int | None = None
 
 
+MEASUREMENT_FIELDS = tuple(f.name for f in fields(MeasurementRow))
+
+
+@dataclass
+class Measurements:
+    """The rows of measurements.csv column by column (a field of MeasurementRow -> its cell of
+    every row): a thousand nodes' runs make hundreds of thousands of rows, and a row object per
+    row cost more than everything else the judge makes. Rows go in one by one (`add`) or a
+    run's table at a time (`add_columns`)."""
+
+    columns: dict[str, list[Cell]] = field(
+        default_factory=lambda: {name: [] for name in MEASUREMENT_FIELDS}
+    )
+
+    @classmethod
+    def of(cls, rows: Iterable[MeasurementRow]) -> Measurements:
+        """The table of `rows`, in order."""
+        listed = list(rows)
+        return cls({name: [getattr(row, name) for row in listed] for name in MEASUREMENT_FIELDS})
+
+    def add(self, row: MeasurementRow) -> None:
+        for name, cells in self.columns.items():
+            cells.append(getattr(row, name))
+
+    def add_columns(self, count: int, cells: dict[str, list[Cell]], same: dict[str, Cell]) -> None:
+        """`count` rows: `cells`, a field's cell of each row; `same`, a field's cell that every
+        row has; a field in neither, an empty cell in every row."""
+        for name, column in self.columns.items():
+            given = cells.get(name)
+            if given is not None:
+                assert len(given) == count, name
+                column += given
+            else:
+                column += [same.get(name)] * count
+
+    def rows(self) -> Iterator[MeasurementRow]:
+        """The rows as objects, in order."""
+        for values in zip(*self.columns.values(), strict=True):
+            yield MeasurementRow(*values)
+
+
 @dataclass
 class RunJudgement:
     """A judged run: made once by gpuval.judgement.judge_run_folder, read by every output."""
@@ -194,7 +236,7 @@ class RunJudgement:
     busbw_series: list[BusbwSeries]
     p2p_runs: list[P2PMatrices]
     topo_runs: list[TopoRun]
-    measurements: list[MeasurementRow]
+    measurements: Measurements
     racks: list[Rack] = field(default_factory=list)  # NVLink domains: declared, else as reported
 
     @property

@@ -482,6 +482,15 @@ def _environment() -> jinja2.Environment:
 
 
 def render_report(judgement: RunJudgement) -> str:
-    """The page."""
-    context = build_context(judgement)
-    return _environment().get_template("report.html.j2").render(context)
+    """The page. Rendered as Template.render does, but its context emptied after: the page's
+    macros hold the context that holds them, a cycle that kept the whole judgement (millions
+    of objects at a thousand nodes) alive until the cycle collector walked all of it."""
+    template = _environment().get_template("report.html.j2")
+    context = template.new_context(build_context(judgement))
+    try:
+        return template.environment.concat(template.root_render_func(context))
+    except Exception:
+        template.environment.handle_exception()
+    finally:
+        context.vars.clear()
+        context.parent.clear()

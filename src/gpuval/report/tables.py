@@ -8,9 +8,8 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Iterator, Sequence
-from operator import attrgetter
 
-from gpuval.judgement.model import Cell, MeasurementRow
+from gpuval.judgement.model import Cell, Measurements
 
 # src/dst: GPU indices of matrix cells; host_a/host_b/try: pair tests (metric "pair_<kind>";
 # iperf3: sender, receiver).
@@ -83,6 +82,9 @@ def _field_text(value: Cell) -> str:
     return _FIELD.getvalue()[:-2]
 
 
+_NONE_TEXT: dict[Cell, str] = {None: ""}
+
+
 def column_texts(cells: Sequence[Cell]) -> Iterator[str]:
     """One column's cells (from `column_cells`) as the text csv.writer writes for them, each
     distinct text or integer written once (a column holds few: hosts, files, sizes, lines);
@@ -93,20 +95,23 @@ def column_texts(cells: Sequence[Cell]) -> Iterator[str]:
         written = {value: _field_text(value) for value in set(cells)}
         return map(written.__getitem__, cells)
     if kinds <= {float, type(None)}:
-        return ("" if value is None else repr(value) for value in cells)
+        # repr of every cell, "" in place of a None's: C loops alone, no Python call per cell
+        return map(_NONE_TEXT.get, cells, map(repr, cells))
     return map(_field_text, cells)
 
 
-def measurements_csv(rows: list[MeasurementRow]) -> str:
+def measurements_csv(measurements: Measurements) -> str:
     """The content of measurements.csv: the measurement rows in long format, exactly as printed
     (no averaging, no dropping), every text cell inert in a spreadsheet; what csv.writer writes
     (None: an empty cell; a float: its repr), put together column by column."""
     texts = [
-        column_texts(column_cells(list(map(attrgetter(field), rows)), name in INTEGER_COLUMNS))
+        column_texts(column_cells(measurements.columns[field], name in INTEGER_COLUMNS))
         for name, field in zip(MEASUREMENT_COLUMNS, ROW_FIELDS, strict=True)
     ]
     out = io.StringIO()
     out.write(",".join(MEASUREMENT_COLUMNS) + "\n")
-    # line by line into the buffer: a list of a million lines would be 100 MB more at the peak
-    out.writelines(f"{line}\n" for line in map(",".join, zip(*texts, strict=True)))
+    # line by line into the buffer (a list of a million lines would be 100 MB more at the
+    # peak), each ended by its last cell
+    texts[-1] = map("{}\n".format, texts[-1])
+    out.writelines(map(",".join, zip(*texts, strict=True)))
     return out.getvalue()
