@@ -144,11 +144,12 @@ def test_the_job_script_lists_the_allocation_and_runs_gpuval_on_it(tmp_path: Pat
     job.folder.mkdir(parents=True)
     done = subprocess.run(
         ["bash", "-c", script], capture_output=True, text=True, check=True,
-        env={"PATH": os.environ["PATH"], "SLURM_JOB_NODELIST": "gpu[1-2]"},
+        env={"PATH": os.environ["PATH"], "SLURM_JOB_NODELIST": "gpu[1-2]", "SLURM_JOB_ID": "57"},
     )  # fmt: skip
+    # The job is the run's allocation: its srun steps run in it, no second salloc for its nodes.
     assert done.stdout.split() == [
         "run", "-i", str(job.inventory_path), "--run-id", "r1", "--reports",
-        str(tmp_path / "reports"), "--drain-failed",
+        str(tmp_path / "reports"), "--drain-failed", "-e", "gpuval_slurm_jobid=57",
     ]  # fmt: skip
     written = yaml.safe_load(job.inventory_path.read_text())
     assert written == {"plugin": "slurm", "features": ["h100"],

@@ -18,7 +18,9 @@ nodes from users (https://slurm.schedmd.com/sbatch.html):
 The script writes the run's inventory when the job starts: the slurm inventory plugin with
 `nodelist:` the allocation's nodes ($SLURM_JOB_NODELIST), then runs `gpuval run` on it into
 the run folder named at submission, in the reports folder the submitter uses (a shared file
-system: the batch script runs on the allocation's first node).
+system: the batch script runs on the allocation's first node), with the job as the run's
+allocation (`gpuval_slurm_jobid`: with `gpuval_launcher: slurm` its srun steps run in this job,
+which the slurm_allocation role then neither asks for nor cancels).
 """
 
 from __future__ import annotations
@@ -129,7 +131,8 @@ def job_script(
         f"inventory={shlex.quote(str(job.inventory_path))}",
         f"printf '%s' {shlex.quote(settings)} > \"$inventory\"",
         "printf 'nodelist: \"%s\"\\n' \"$SLURM_JOB_NODELIST\" >> \"$inventory\"",
-        f"exec {shlex.join(run)}",
+        # The run's srun steps go into this job: asking salloc for the nodes it holds would fail.
+        f'exec {shlex.join(run)} -e "gpuval_slurm_jobid=$SLURM_JOB_ID"',
         "",
     ])  # fmt: skip
 
