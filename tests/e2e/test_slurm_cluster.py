@@ -373,6 +373,15 @@ def test_a_node_drained_by_hand_is_never_resumed_and_not_tested(
     assert "DRAIN" not in node_fields(cluster, "node1")["State"].split("+")
     fields = node_fields(cluster, "node2")
     assert "DRAIN" in fields["State"].split("+") and fields["Reason"] == HAND_REASON, fields
+    # A node just resumed may stay not responding for a moment (slurmctld's log: "Node node1 now
+    # responding" 11 ms after an allocation that left it out): the step waits until it responds,
+    # as an operator would, so that only node2 is missing from gpuval's allocation.
+    deadline = time.monotonic() + 30
+    while (
+        cluster.run("sinfo", "--noheader", "--nodes=node1", "--format=%t").stdout.strip() != "idle"
+        and time.monotonic() < deadline
+    ):
+        time.sleep(0.5)
     # gpuval's allocation cannot have node2: the step across all three is skipped, not run.
     run = run_steps(cluster, work, "node2-drained")
     assert run.returncode == 0, run.stdout[-4000:]
