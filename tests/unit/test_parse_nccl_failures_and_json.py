@@ -81,6 +81,30 @@ def test_nccl_tests_2_19_6_json_report_parses_fully() -> None:
     assert sendrecv["collective"] == "sendrecv" and len(sendrecv["rows"]) == 7
 
 
+def test_a_json_cell_without_a_number_is_an_error_naming_its_key_and_the_row_is_not_kept(
+    tmp_path: Path,
+) -> None:
+    """The recorded -J report with two cells as nccl-tests writes a NaN and an infinity (the
+    string "nan", a bare inf: its doubles go through printf): those rows are not recorded and
+    each is an error naming the key; the others are read as before."""
+    text = (DEVICE / "nccl-tests-2.19.6-all_reduce-g1-J.json").read_text()
+    document = json.loads(text)
+    document["results"][2]["in_place"]["bus_bw"] = "nan"
+    document["results"][4]["out_of_place"]["nwrong"] = "nan"
+    edited = json.dumps(document, indent=1).replace('"alg_bw": 3197.365452', '"alg_bw": inf', 1)
+    path = tmp_path / "nccl-all_reduce.json"
+    path.write_text(edited)
+    parsed_report = parsed_file(path)
+    (run,) = parsed_report["runs"]
+    assert [row["size_bytes"] for row in run["rows"]] == [2**21, 2**23, 2**25, 2**26]
+    assert [e["message"] for e in parsed_report["errors"]] == [
+        "results[0]: in_place.alg_bw inf is not a measurement; row not recorded",
+        "results[2]: in_place.bus_bw 'nan' is not a measurement; row not recorded",
+        "results[4]: out_of_place.nwrong 'nan' is unknown, never taken as 0 errors; row not "
+        "recorded",
+    ]
+
+
 # ---- rccl-tests result records ------------------------------------------------------------------
 def test_rccl_tests_json_lines_records() -> None:
     path = REAL / "rccl-tests-pr93-json-lines-allreduce-4gpu-cut.json"

@@ -107,6 +107,8 @@ def _run(document: dict[str, Any], lines: int, result: ParseResult) -> NcclRun:
         row = _row(entry)
         if row is None:
             result.warn(f"results[{index}] is not a result record; skipped", None)
+        elif unread := _unread_cells(entry):
+            result.error(f"results[{index}]: {'; '.join(unread)}; row not recorded", None)
         else:
             run.rows.append(row)
     bounds = document.get("out_of_bounds")
@@ -168,6 +170,28 @@ def _row(entry: Any) -> NcclRow | None:
     row.out_of_place = _half(entry.get("out_of_place"), entry.get("out_of_place_per_iter"))
     row.in_place = _half(entry.get("in_place"), entry.get("in_place_per_iter"))
     return row
+
+
+_MEASURED = ("time", "cpu_time", "alg_bw", "bus_bw")
+
+
+def _unread_cells(entry: dict[str, Any]) -> list[str]:
+    """The numbers a result record prints that hold none: nccl-tests writes a NaN as "nan" and
+    an infinity as a bare inf (made Infinity by _load). A row with such a cell is not recorded,
+    as the text parser does with the same cells: a lost measurement is never passed over, and
+    an unknown nwrong is never taken as 0 errors. null is what was not checked (sendrecv's
+    in-place nwrong, the text's "N/A"), as a key left out."""
+    unread = []
+    for half in ("out_of_place", "in_place"):
+        values = entry.get(half)
+        for key in (*_MEASURED, "nwrong") if isinstance(values, dict) else ():
+            if values.get(key) is None:
+                continue
+            if key == "nwrong" and _count(values[key]) is None:
+                unread.append(f"{half}.nwrong {values[key]!r} is unknown, never taken as 0 errors")
+            elif key != "nwrong" and _number(values[key]) is None:
+                unread.append(f"{half}.{key} {values[key]!r} is not a measurement")
+    return unread
 
 
 def _root(value: Any) -> int | None:
