@@ -25,11 +25,12 @@ class PlaybookRun:
     run_dir: Path
 
 
-def inventory_dir(cluster: Cluster, where: Path) -> Path:
-    """The cluster's inventory beside the repository's group_vars, as a user's inventory sits;
-    host_vars/ is there for a test to break one node."""
+def inventory_dir(cluster: Cluster, where: Path, hosts: Path | None = None) -> Path:
+    """The cluster's inventory (or `hosts`, an inventory of some of its hosts) beside the
+    repository's group_vars, as a user's inventory sits; host_vars/ is there for a test to break
+    one node."""
     where.mkdir(parents=True, exist_ok=True)
-    shutil.copy(cluster.inventory, where / "cluster.ini")
+    shutil.copy(hosts or cluster.inventory, where / "cluster.ini")
     (where / "group_vars").symlink_to(REPO / "inventory" / "group_vars")
     (where / "host_vars").mkdir()
     return where / "cluster.ini"

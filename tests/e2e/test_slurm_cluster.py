@@ -125,21 +125,7 @@ def environment(slurm: SlurmCluster) -> dict[str, str]:
 
 
 def ini_inventory(slurm: SlurmCluster, work: Path) -> Path:
-    """The nodes as an INI inventory (all of them, drained or not), reached over ssh."""
-    hosts = slurm.hosts
-    lines = ["[gpu_nodes]"]
-    lines += [f"{name} ansible_host={hosts.host(name).ip}" for name in slurm.nodes]
-    lines += [
-        "[gpu_nodes:vars]",
-        "ansible_user=root",
-        f"ansible_ssh_private_key_file={hosts.ssh_key}",
-        f"ansible_ssh_common_args='-o StrictHostKeyChecking=accept-new "
-        f"-o UserKnownHostsFile={hosts.known_hosts} -o IdentitiesOnly=yes'",
-        "ansible_python_interpreter=/usr/bin/python3",
-    ]
-    path = work / "nodes.ini"
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    return slurm.write_node_inventory(work / "nodes.ini")
 
 
 def run_steps(
@@ -210,6 +196,74 @@ def test_the_inventory_plugin_lists_the_partition(slurm: tuple[SlurmCluster, Pat
     }
     assert {variables[host]["gpuval_gpus_per_node"] for host in NODES} == {GPUS}
     assert {variables[host]["slurm_state"] for host in NODES} == {"IDLE"}
+
+
+def job_fields(slurm: SlurmCluster, job: str) -> dict[str, str]:
+    return dict(re.findall(r"(?:^|\s)(\w+)=(\S*)", slurm.run(
+        "scontrol", "--oneliner", "show", "job", job).stdout))  # fmt: skip
+
+
+def wait_until_idle(slurm: SlurmCluster, timeout_s: float = 30) -> bool:
+    """Whether every node is idle within `timeout_s` (a cancelled job's nodes complete first)."""
+    deadline = time.monotonic() + timeout_s
+    while slurm.run("sinfo", "--noheader", "--format=%t").stdout.split() != ["idle"]:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.5)
+    return True
+
+
+def test_gpuval_run_slurm_submits_a_low_priority_job_that_takes_only_idle_nodes(
+    slurm: tuple[SlurmCluster, Path],
+) -> None:
+    """`gpuval run --slurm gpu` submits through the real sbatch while a user's job holds node3:
+    Slurm starts gpuval's job at once on the two idle nodes, and the user's job keeps node3
+    (--nodes=1-3: "as many nodes as possible ... without delaying the initiation of the job",
+    man sbatch). Slurm records the job as gpuval.slurm.batch asks: whole nodes, niced behind
+    users' jobs, never requeued, its script and output in the run folder. The job's script then
+    fails on node1, which has neither the run folder nor this controller's Python (the run
+    inside a job never ran here)."""
+    cluster, work = slurm
+    run_dir = work / "reports" / "slurm-job"
+    user_script = work / "user-job.sh"
+    user_script.write_text("#!/bin/sh\nsleep 60\n")
+    user = cluster.run(
+        "sbatch", "--parsable", "--partition=gpu", "--nodelist=node3", "--exclusive",
+        "--output=/dev/null", str(user_script),
+    ).stdout.strip()  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while job_fields(cluster, user)["JobState"] != "RUNNING" and time.monotonic() < deadline:
+            time.sleep(0.5)
+        done = gpuval(cluster, "run", "--slurm", "gpu", "--run-id", "slurm-job",
+                      "--reports", str(run_dir.parent))  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        submitted = re.search(
+            r"Slurm job (\d+) submitted \(partition gpu, nodes 1-3, time limit (\d+) min\)",
+            done.stdout,
+        )
+        assert submitted, done.stdout
+        job, minutes = submitted.groups()
+        while job_fields(cluster, job)["JobState"] == "PENDING" and time.monotonic() < deadline:
+            time.sleep(0.5)
+        fields, holder = job_fields(cluster, job), job_fields(cluster, user)
+    finally:  # (scancel's filters and job ids select what all of them match: two calls)
+        cluster.run("scancel", "--name=gpuval-slurm-job")
+        cluster.run("scancel", user)
+        assert wait_until_idle(cluster), cluster.run("sinfo").stdout
+    assert (fields["NodeList"], fields["NumNodes"], fields["BatchHost"]) == (
+        "node[1-2]", "2", "node1"), fields  # fmt: skip
+    assert (holder["JobState"], holder["NodeList"]) == ("RUNNING", "node3"), holder
+    assert fields["JobName"] == "gpuval-slurm-job" and fields["Partition"] == "gpu", fields
+    # --exclusive, --nice=10000 (DEFAULT_NICE), --no-requeue, the plan's time limit
+    assert fields["OverSubscribe"] == "NO" and fields["Nice"] == "10000", fields
+    assert fields["Requeue"] == "0", fields
+    hours, rest = divmod(int(minutes), 60)
+    assert fields["TimeLimit"] == f"{hours:02d}:{rest:02d}:00", fields
+    assert fields["Command"] == str(run_dir / "slurm" / "job.sh"), fields
+    assert fields["StdOut"] == str(run_dir / "slurm" / f"slurm-{job}.out"), fields
+    script = (run_dir / "slurm" / "job.sh").read_text()
+    assert script.splitlines()[-1].endswith(' -e "gpuval_slurm_jobid=$SLURM_JOB_ID"'), script
 
 
 def test_a_step_across_the_nodes_runs_as_an_srun_step_of_gpuvals_allocation(

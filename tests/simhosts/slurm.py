@@ -98,6 +98,23 @@ class SlurmCluster:
     def node(self, name: str) -> Host:
         return self.hosts.host(name)
 
+    def write_node_inventory(self, path: Path) -> Path:
+        """The nodes as an INI inventory at `path` (all of them, drained or not, and not the
+        controller host), reached over ssh as the cluster's own inventory reaches them."""
+        hosts = self.hosts
+        lines = ["[gpu_nodes]"]
+        lines += [f"{name} ansible_host={hosts.host(name).ip}" for name in self.nodes]
+        lines += [
+            "[gpu_nodes:vars]",
+            "ansible_user=root",
+            f"ansible_ssh_private_key_file={hosts.ssh_key}",
+            f"ansible_ssh_common_args='-o StrictHostKeyChecking=accept-new "
+            f"-o UserKnownHostsFile={hosts.known_hosts} -o IdentitiesOnly=yes'",
+            "ansible_python_interpreter=/usr/bin/python3",
+        ]
+        path.write_text("\n".join(lines) + "\n")
+        return path
+
 
 def _munge_socket(cluster: Cluster) -> str:
     # The same path on the controller and in every host (a folder of its own there), inside the
