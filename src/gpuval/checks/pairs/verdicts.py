@@ -180,6 +180,34 @@ def healthy_reference(values: PairValues, fraction: float) -> float | None:
     return statistics.median(between) if between else top
 
 
+def _flagged_by_search(
+    nodes: list[str],
+    partners: Mapping[str, list[tuple[str, float | None]]],
+    low: Mapping[str, list[str]],
+) -> set[str]:
+    """The search's rule on every node, a flagged node's pairs explained by it: a pair with a
+    node already flagged says nothing of its partner, which is judged by its other partners
+    alone (a partner that confirmed the slow node, with one low pair besides, is unconfirmed,
+    not flagged). The nodes most partners measured low are flagged first; nodes equally so
+    together. A partner is paired with each suspect it confirms: its low pairs are the
+    suspects' when every one of them is with a node the rule flags (never flagged for them)."""
+    flagged: set[str] = set()
+    while True:
+        ruled = {
+            n for n in nodes if n not in flagged and confirmation_verdict(
+                o not in low[n] for o, _ in partners[n] if o not in flagged
+            ) == "flagged"
+        }  # fmt: skip
+        standing = {
+            n: len([o for o in low[n] if o not in flagged])
+            for n in ruled if not all(o in ruled or o in flagged for o in low[n])
+        }  # fmt: skip
+        if not standing:
+            return flagged
+        strongest = max(standing.values())
+        flagged |= {n for n, count in standing.items() if count == strongest}
+
+
 def node_verdicts(
     kind: PairKind,
     values: PairValues,
@@ -199,15 +227,7 @@ def node_verdicts(
     low = {n: [o for o, v in partners[n] if v is None or is_low(v, reference, fraction)]
            for n in nodes}  # fmt: skip
     if by_search:
-        rule = {
-            n: confirmation_verdict(o not in low[n] for o, _ in partners[n])
-            if reference is not None else "cleared"
-            for n in nodes
-        }  # fmt: skip
-        ruled = {n for n in nodes if rule[n] == "flagged"}
-        # A partner is paired with each suspect it confirms: its low pairs are the suspects'
-        # when every one of them is with a flagged node (never flagged for them, nor warned).
-        flagged = {n for n in ruled if not all(o in ruled for o in low[n])}
+        flagged = _flagged_by_search(nodes, partners, low) if reference is not None else set()
         return {
             node: NodeVerdict(
                 kind.name, node, partners[node], reference, low[node], node in flagged,
