@@ -56,6 +56,7 @@ class NodeVerdict:
     # Low, but not flagged: measured low with one partner only, or (a staged run's suspect)
     # low with some of its partners and not with others.
     unconfirmed: bool = False
+    explained: tuple[str, ...] = ()  # partners of its low pairs that are flagged themselves
 
 
 @dataclass(frozen=True)
@@ -226,16 +227,23 @@ def node_verdicts(
     nodes = sorted(partners, key=natural)
     low = {n: [o for o, v in partners[n] if v is None or is_low(v, reference, fraction)]
            for n in nodes}  # fmt: skip
-    if by_search:
-        flagged = _flagged_by_search(nodes, partners, low) if reference is not None else set()
+
+    def verdicts(flagged: set[str], suspect: Collection[str]) -> dict[str, NodeVerdict]:
+        """Each node's verdict; `suspect`: nodes that are unconfirmed where a low pair of theirs
+        is not explained by a flagged partner."""
         return {
             node: NodeVerdict(
                 kind.name, node, partners[node], reference, low[node], node in flagged,
                 _median(v for _, v in partners[node]), kind.lane,
-                node not in flagged and any(o not in flagged for o in low[node]),
+                node in suspect and any(o not in flagged for o in low[node]),
+                tuple(o for o in low[node] if o in flagged),
             )
             for node in nodes
         }  # fmt: skip
+
+    if by_search:
+        flagged = _flagged_by_search(nodes, partners, low) if reference is not None else set()
+        return verdicts(flagged, set(nodes) - flagged)
     sure = set(confirmed) | {(b, a) for a, b in confirmed}
     none_healthy = {
         n for n in nodes if reference is not None and len(low[n]) == len(partners[n])
@@ -261,14 +269,7 @@ def node_verdicts(
             break
         strongest = max(suspects.values())
         flagged |= {n for n, s in suspects.items() if s == strongest}
-    return {
-        node: NodeVerdict(
-            kind.name, node, partners[node], reference, low[node], node in flagged,
-            _median(v for _, v in partners[node]), kind.lane,
-            node in none_healthy and any(o not in flagged for o in low[node]),
-        )
-        for node in nodes
-    }  # fmt: skip
+    return verdicts(flagged, none_healthy)
 
 
 def _try_problem(t: Try) -> str:
@@ -453,11 +454,17 @@ def node_check(
             status, reason = "warn", f"{reason}; low {CPU_BOUND_NOTE}"
     elif verdict.unconfirmed:
         status = "warn"
+        low = [other for other in verdict.low if other not in verdict.explained]
         fine = [other for other, _ in verdict.pairs if other not in verdict.low]
         measured = (
-            f"measured low with {', '.join(verdict.low)} but not with {', '.join(fine)}" if fine
-            else f"measured low with one partner only ({', '.join(verdict.low)})"
+            f"measured low with {', '.join(low)} but not with {', '.join(fine)}" if fine
+            else f"measured low with one partner only ({', '.join(low)})"
         )  # fmt: skip
+        if len(verdict.explained) == 1:
+            (other,) = verdict.explained
+            measured += f"; its low pair with {other} is {other}'s (flagged)"
+        elif verdict.explained:
+            measured += f"; its low pairs with {', '.join(verdict.explained)} are theirs (flagged)"
         reason = f"{kind.label}: low, unconfirmed: {measured}: {evidence}; {HOW_TO_CONFIRM}"
     else:
         status = "pass"
