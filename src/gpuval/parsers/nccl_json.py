@@ -184,7 +184,9 @@ def _unread_cells(entry: dict[str, Any]) -> list[str]:
     unread = []
     for half in ("out_of_place", "in_place"):
         values = entry.get(half)
-        for key in (*_MEASURED, "nwrong") if isinstance(values, dict) else ():
+        if not isinstance(values, dict):
+            continue
+        for key in (*_MEASURED, "nwrong"):
             if values.get(key) is None:
                 continue
             if key == "nwrong" and _count(values[key]) is None:
