@@ -14,6 +14,9 @@ node, GPU gres of stand-in device files):
   step that needs the node is skipped as not tested;
 - a node drained by hand with another reason is never resumed by `gpuval resume`, and it is not
   tested (the step that needs it is skipped) where gpuval's allocation cannot get it;
+- `gpuval run --slurm` submits through the real sbatch a job that Slurm starts on the idle nodes
+  only, and the script it submits, run in an allocation as the batch host runs it, runs gpuval
+  on the job's nodes into the run folder without asking for or releasing an allocation;
 - the slurm_health role makes `gpuval node-health` the nodes' HealthCheckProgram, which the
   real slurmd runs: a node whose GPU reports a hardware thermal slowdown (the GPU doubles'
   `nvidia-smi -q -x`) is drained with the gpuval reason while the others stay idle, and the
@@ -235,15 +238,10 @@ def test_gpuval_run_slurm_submits_a_low_priority_job_that_takes_only_idle_nodes(
         deadline = time.monotonic() + 30
         while job_fields(cluster, user)["JobState"] != "RUNNING" and time.monotonic() < deadline:
             time.sleep(0.5)
-        done = gpuval(cluster, "run", "--slurm", "gpu", "--run-id", "slurm-job",
-                      "--reports", str(run_dir.parent))  # fmt: skip
-        assert done.returncode == 0, done.stdout + done.stderr
-        submitted = re.search(
-            r"Slurm job (\d+) submitted \(partition gpu, nodes 1-3, time limit (\d+) min\)",
-            done.stdout,
-        )
-        assert submitted, done.stdout
-        job, minutes = submitted.groups()
+        job, minutes = submitted_job(gpuval(
+            cluster, "run", "--slurm", "gpu", "--run-id", "slurm-job",
+            "--reports", str(run_dir.parent),
+        ))  # fmt: skip
         while job_fields(cluster, job)["JobState"] == "PENDING" and time.monotonic() < deadline:
             time.sleep(0.5)
         fields, holder = job_fields(cluster, job), job_fields(cluster, user)
@@ -264,6 +262,83 @@ def test_gpuval_run_slurm_submits_a_low_priority_job_that_takes_only_idle_nodes(
     assert fields["StdOut"] == str(run_dir / "slurm" / f"slurm-{job}.out"), fields
     script = (run_dir / "slurm" / "job.sh").read_text()
     assert script.splitlines()[-1].endswith(' -e "gpuval_slurm_jobid=$SLURM_JOB_ID"'), script
+
+
+def submitted_job(done: subprocess.CompletedProcess[str]) -> tuple[str, str]:
+    """(job id, time limit in minutes) as `gpuval run --slurm gpu` printed them."""
+    assert done.returncode == 0, done.stdout + done.stderr
+    submitted = re.search(
+        r"Slurm job (\d+) submitted \(partition gpu, nodes 1-3, time limit (\d+) min\)",
+        done.stdout,
+    )
+    assert submitted, done.stdout
+    job, minutes = submitted.groups()
+    return job, minutes
+
+
+def test_the_job_script_runs_gpuval_in_the_job_on_the_jobs_nodes(
+    slurm: tuple[SlurmCluster, Path],
+) -> None:
+    """What `gpuval run --slurm` submits, run as Slurm runs it on the batch host, here on the
+    controller (it has gpuval and the reports folder, which a cluster shares; these nodes have
+    neither): in an allocation of the three nodes, with SLURM_JOB_ID and SLURM_JOB_NODELIST as
+    Slurm sets them, the script lists the job's nodes with the slurm inventory (the submitter's
+    settings kept: here how to reach the nodes), runs gpuval on them (`--tags preflight`,
+    passed on) into the run folder named at submission, and leaves the job to Slurm: gpuval
+    neither asks for another allocation nor releases this one."""
+    cluster, work = slurm
+    hosts = cluster.hosts
+    base = work / "submitter.slurm.yml"
+    ssh_options = (f"-o StrictHostKeyChecking=accept-new -o UserKnownHostsFile={hosts.known_hosts}"
+                   " -o IdentitiesOnly=yes")  # fmt: skip
+    base.write_text(json.dumps({
+        "plugin": "slurm", "partition": "gpu",
+        "compose": {"ansible_user": "'root'", "ansible_python_interpreter": "'/usr/bin/python3'",
+                    "ansible_ssh_private_key_file": f"'{hosts.ssh_key}'",
+                    "ansible_ssh_common_args": f"'{ssh_options}'"},
+    }))  # fmt: skip
+    run_dir = work / "reports" / "inside-a-job"
+    cluster.run("scontrol", "update", "PartitionName=gpu", "State=DOWN")
+    try:  # submitted only for its script: it waits in the partition that is down, then goes
+        submitted_job(gpuval(
+            cluster, "run", "--slurm", "gpu", "-i", str(base), "--run-id", run_dir.name,
+            "--reports", str(run_dir.parent), "--tags", "preflight",
+        ))  # fmt: skip
+    finally:
+        cluster.run("scancel", "--name=gpuval-inside-a-job")
+        cluster.run("scontrol", "update", "PartitionName=gpu", "State=UP")
+    granted = cluster.run("salloc", "--no-shell", "--nodes=3", "--exclusive", "--partition=gpu",
+                          "--job-name=e2e-batch-job", "--immediate=20")  # fmt: skip
+    allocation = re.search(r"Granted job allocation (\d+)", granted.stderr)
+    assert allocation, granted.stderr
+    logged = len(cluster.controller_log.read_text())
+    try:
+        ran = subprocess.run(
+            ["bash", str(run_dir / "slurm" / "job.sh")], cwd=REPO, capture_output=True,
+            text=True, check=False, timeout=600, env={
+                **environment(cluster), "SLURM_JOB_ID": allocation.group(1),
+                "SLURM_JOB_NODELIST": "node[1-3]",
+            },
+        )  # fmt: skip
+        (work / "inside-a-job.log").write_text(ran.stdout + ran.stderr)
+        state = job_fields(cluster, allocation.group(1))["JobState"]
+        during = cluster.controller_log.read_text()[logged:]
+    finally:
+        cluster.run("scancel", allocation.group(1))
+        assert wait_until_idle(cluster), cluster.run("sinfo").stdout
+    # The inventory made in the job gives each node Slurm's GPU GRES (4), and these nodes have
+    # no nvidia-smi: preflight fails every node (FAIL, exit status 1), as it should.
+    assert ran.returncode == 1, (ran.stdout + ran.stderr)[-4000:]
+    said = ran.stdout + ran.stderr
+    for name in NODES:
+        assert f"{name}: preflight found expected {GPUS} GPUs, nvidia-smi lists 0" in said, said
+    assert 'nodelist: "node[1-3]"' in (run_dir / "slurm" / "allocation.slurm.yml").read_text()
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert meta["hosts"] == NODES, meta
+    assert all((run_dir / "raw" / name / "os-release.txt").is_file() for name in NODES)
+    assert (run_dir / "results.json").is_file() and (run_dir / "report.html").is_file()
+    # The job is still Slurm's: gpuval asked for nothing more and released nothing.
+    assert state == "RUNNING" and "_slurm_rpc_allocate_resources" not in during, during
 
 
 def test_a_step_across_the_nodes_runs_as_an_srun_step_of_gpuvals_allocation(
