@@ -187,9 +187,10 @@ def test_under_slurm_every_step_across_nodes_is_an_srun_step_of_gpuvals_allocati
     # The same FAIL as over ssh (the recording's missing health outputs): exit status 2.
     assert run.returncode == 2, run.output[-6000:]
     commands = {step: str(sidecar(run, "node1", step)["command"]) for step in SRUN_STEPS}
-    jobs = {re.match(r"\S*srun --jobid=(\d+) ", command) for command in commands.values()}
-    assert None not in jobs and len({found.group(1) for found in jobs if found}) == 1, commands
-    job = next(found.group(1) for found in jobs if found)
+    launched = [re.match(r"\S*srun --jobid=(\d+) ", command) for command in commands.values()]
+    jobs = {found.group(1) for found in launched if found}
+    assert None not in launched and len(jobs) == 1, commands
+    (job,) = jobs
     assert not [command for command in commands.values() if "mpirun" in command], commands
     for step in SRUN_STEPS:
         assert sidecar(run, "node1", step)["exit_code"] == 0, step

@@ -206,14 +206,28 @@ def job_fields(slurm: SlurmCluster, job: str) -> dict[str, str]:
         "scontrol", "--oneliner", "show", "job", job).stdout))  # fmt: skip
 
 
-def wait_until_idle(slurm: SlurmCluster, timeout_s: float = 30) -> bool:
-    """Whether every node is idle within `timeout_s` (a cancelled job's nodes complete first)."""
+def wait_until_idle(slurm: SlurmCluster, nodes: str = "", timeout_s: float = 30) -> bool:
+    """Whether every node (of `nodes`, Slurm's node list; empty: all) is idle within
+    `timeout_s`: a cancelled job's nodes complete first, a node just resumed responds first."""
     deadline = time.monotonic() + timeout_s
-    while slurm.run("sinfo", "--noheader", "--format=%t").stdout.split() != ["idle"]:
+    chosen = [f"--nodes={nodes}"] if nodes else []
+    while slurm.run("sinfo", "--noheader", "--format=%t", *chosen).stdout.split() != ["idle"]:
         if time.monotonic() > deadline:
             return False
         time.sleep(0.5)
     return True
+
+
+def submitted_job(done: subprocess.CompletedProcess[str]) -> tuple[str, str]:
+    """(job id, time limit in minutes) as `gpuval run --slurm gpu` printed them."""
+    assert done.returncode == 0, done.stdout + done.stderr
+    submitted = re.search(
+        r"Slurm job (\d+) submitted \(partition gpu, nodes 1-3, time limit (\d+) min\)",
+        done.stdout,
+    )
+    assert submitted, done.stdout
+    job, minutes = submitted.groups()
+    return job, minutes
 
 
 def test_gpuval_run_slurm_submits_a_low_priority_job_that_takes_only_idle_nodes(
@@ -223,9 +237,9 @@ def test_gpuval_run_slurm_submits_a_low_priority_job_that_takes_only_idle_nodes(
     Slurm starts gpuval's job at once on the two idle nodes, and the user's job keeps node3
     (--nodes=1-3: "as many nodes as possible ... without delaying the initiation of the job",
     man sbatch). Slurm records the job as gpuval.slurm.batch asks: whole nodes, niced behind
-    users' jobs, never requeued, its script and output in the run folder. The job's script then
-    fails on node1, which has neither the run folder nor this controller's Python (the run
-    inside a job never ran here)."""
+    users' jobs, never requeued, its script and output in the run folder. The script then fails
+    on node1, which has neither the run folder nor this controller's Python: the next test runs
+    it where both are."""
     cluster, work = slurm
     run_dir = work / "reports" / "slurm-job"
     user_script = work / "user-job.sh"
@@ -262,18 +276,6 @@ def test_gpuval_run_slurm_submits_a_low_priority_job_that_takes_only_idle_nodes(
     assert fields["StdOut"] == str(run_dir / "slurm" / f"slurm-{job}.out"), fields
     script = (run_dir / "slurm" / "job.sh").read_text()
     assert script.splitlines()[-1].endswith(' -e "gpuval_slurm_jobid=$SLURM_JOB_ID"'), script
-
-
-def submitted_job(done: subprocess.CompletedProcess[str]) -> tuple[str, str]:
-    """(job id, time limit in minutes) as `gpuval run --slurm gpu` printed them."""
-    assert done.returncode == 0, done.stdout + done.stderr
-    submitted = re.search(
-        r"Slurm job (\d+) submitted \(partition gpu, nodes 1-3, time limit (\d+) min\)",
-        done.stdout,
-    )
-    assert submitted, done.stdout
-    job, minutes = submitted.groups()
-    return job, minutes
 
 
 def test_the_job_script_runs_gpuval_in_the_job_on_the_jobs_nodes(
@@ -459,9 +461,7 @@ def test_a_node_that_leaves_the_allocation_mid_run_is_not_passed_and_the_run_goe
     assert "JobState=CANCELLED" in state and " NodeList=node[1-2] " in state, state
     # Back in service for the tests after this one (ReturnToService=2 may have done it already).
     cluster.run("scontrol", "update", f"NodeName={LEAVER}", "State=RESUME", check=False)
-    deadline = time.monotonic() + 30
-    while node_fields(cluster, LEAVER)["State"] != "IDLE" and time.monotonic() < deadline:
-        time.sleep(0.5)
+    assert wait_until_idle(cluster, LEAVER), node_fields(cluster, LEAVER)
     assert node_fields(cluster, LEAVER)["State"] == "IDLE", node_fields(cluster, LEAVER)
 
 
@@ -505,12 +505,7 @@ def test_a_node_drained_by_hand_is_never_resumed_and_not_tested(
     # A node just resumed may stay not responding for a moment (slurmctld's log: "Node node1 now
     # responding" 11 ms after an allocation that left it out): the step waits until it responds,
     # as an operator would, so that only node2 is missing from gpuval's allocation.
-    deadline = time.monotonic() + 30
-    while (
-        cluster.run("sinfo", "--noheader", "--nodes=node1", "--format=%t").stdout.strip() != "idle"
-        and time.monotonic() < deadline
-    ):
-        time.sleep(0.5)
+    assert wait_until_idle(cluster, "node1"), cluster.run("sinfo").stdout
     # gpuval's allocation cannot have node2: the step across all three is skipped, not run.
     run = run_steps(cluster, work, "node2-drained")
     assert run.returncode == 0, run.stdout[-4000:]
