@@ -145,9 +145,10 @@ bench-ansible: $(STAMP) system-deps test-fixtures
 
 ## bench-staged: staged mode (group testing) against all pairs, side by side, on 32 simulated
 ## hosts with node7 throttled: wall time, rounds, flagged nodes. HOSTS=N and BAD="node3 node9"
-## change the cluster (not part of make test: 32 hosts hold the machine for a long while).
+## change the cluster, BENCH_ARGS="--healthy-first --modes staged" adds a healthy run and skips
+## all pairs (not part of make test: 32 hosts hold the machine for a long while).
 bench-staged: $(STAMP) system-deps
-	$(PY) -m tests.bench.staged_search --hosts $(or $(HOSTS),32) --bad $(or $(BAD),node7)
+	$(PY) -m tests.bench.staged_search --hosts $(or $(HOSTS),32) --bad $(or $(BAD),node7) $(BENCH_ARGS)
 
 ## bench-slurm: what Slurm as the launcher costs on a simulated Slurm of 3 nodes (gpuval's own
 ## salloc/scancel and srun commands): allocation granted and released, a pair round of srun steps

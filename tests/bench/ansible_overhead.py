@@ -11,6 +11,7 @@
    another (bench_pairs_parallel=false): 7 rounds of 4 pairs allow 4x.
 
 Run from the repository root as root (simulated hosts): python -m tests.bench.ansible_overhead
+[--mitogen DIR] [--skip pairs] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -48,13 +49,16 @@ def task_counts(run: PlaybookRun) -> tuple[int, int]:
     return started, done
 
 
-def measure_overhead(work: Path, hosts: int, mitogen: Path | None) -> dict[str, float]:
+def measure_overhead(
+    work: Path, hosts: int, mitogen: Path | None, keep: Path | None
+) -> dict[str, float]:
     found: dict[str, float] = {}
+    reports = keep or work / "reports"
     with simulated_hosts(hosts, name="bench-overhead", bind_ro=setup_toolkits()) as cluster:
         install_doubles(cluster, work)
         inventory = inventory_dir(cluster, work / "overhead")
         variables = {**DOUBLES_VARS, "bench_pairs_iperf3_seconds": 2, "report_fail_play": False}
-        first = run_playbook("benchmark.yml", inventory, work / "reports", "first", variables)
+        first = run_playbook("benchmark.yml", inventory, reports, "first", variables)
         record(f"benchmark.yml, {hosts} hosts with GPU doubles, first run: {first.seconds:.1f} s")
         runs: dict[str, tuple[str, dict[str, str]]] = {"ansible-core": ("second", {})}
         if mitogen:
@@ -68,19 +72,22 @@ def measure_overhead(work: Path, hosts: int, mitogen: Path | None) -> dict[str, 
             }
             runs["mitogen"] = ("mitogen", strategy)
         for label, (run_id, environment) in runs.items():
+            if keep:  # Ansible's log file stamps every line with its time: where seconds go
+                environment = {**environment, "ANSIBLE_LOG_PATH": str(keep / f"{run_id}.timed.log")}
             run = run_playbook(
-                "benchmark.yml", inventory, work / "reports", run_id, variables,
-                environment=environment,
-            )  # fmt: skip
+                "benchmark.yml", inventory, reports, run_id, variables, environment=environment
+            )
             busy, rest = overhead(run)
             started, done = task_counts(run)
             record(
                 f"benchmark.yml, {hosts} hosts, second run ({label}): {run.seconds:.1f} s wall, "
-                f"{busy:.1f} s benchmark processes, {rest:.1f} s suite overhead, {started} tasks "
+                f"{busy:.1f} s benchmark processes, {rest:.1f} s suite overhead "
+                f"({run.controller_cpu_s:.1f} s of controller CPU), {started} tasks "
                 f"started, {done} task results not skipped, exit {run.returncode}"
             )
             found[f"{label}_wall_s"], found[f"{label}_overhead_s"] = run.seconds, rest
             found[f"{label}_tasks"], found[f"{label}_results"] = started, done
+            found[f"{label}_controller_cpu_s"] = run.controller_cpu_s
     return found
 
 
@@ -114,12 +121,17 @@ def main() -> None:
     parser.add_argument("--iperf3-seconds", type=int, default=3)
     parser.add_argument("--mitogen", type=Path, help="folder holding ansible_mitogen")
     parser.add_argument("--skip", choices=["overhead", "pairs"], action="append", default=[])
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        help="keep the overhead runs' folders and timestamped Ansible logs here",
+    )
     arguments = parser.parse_args()
     results: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="gpuval-bench-ansible-") as folder:
         work = Path(folder)
         if "overhead" not in arguments.skip:
-            results |= measure_overhead(work, arguments.hosts, arguments.mitogen)
+            results |= measure_overhead(work, arguments.hosts, arguments.mitogen, arguments.keep)
         if "pairs" not in arguments.skip:
             results |= measure_pairs(work, arguments.pair_hosts, arguments.iperf3_seconds)
     print(json.dumps(results, indent=2))

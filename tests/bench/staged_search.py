@@ -11,6 +11,8 @@ all-reduce needs torch and judges correctness, not bandwidth). Not part of `make
 hosts take the machine for a long while. Run from the repository root as root:
   python -m tests.bench.staged_search                        # 32 hosts, node7 throttled
   python -m tests.bench.staged_search --hosts 4 --bad node3  # the path, quickly
+  python -m tests.bench.staged_search --healthy-first --bad node7 node20 --modes staged \
+      --keep /var/tmp/staged32   # a healthy cluster, then two bad nodes; the logs kept
 """
 
 from __future__ import annotations
@@ -96,6 +98,14 @@ def main() -> None:
         help="the modes to run, in this order (all pairs at 32 hosts takes its 31 rounds, and as "
         "many again for the repeats of a bad node's pairs)",
     )  # fmt: skip
+    parser.add_argument(
+        "--healthy-first", action="store_true",
+        help="before throttling, a staged pair phase on the healthy cluster (it must end after "
+        "the screen)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--keep", type=Path, help="keep the run folders and Ansible's output of each run here"
+    )
     arguments = parser.parse_args()
     names = [f"node{i}" for i in range(1, arguments.hosts + 1)]
     predicted = simulate(names, arguments.bad, by_pairs=True)
@@ -106,37 +116,44 @@ def main() -> None:
         simulated_hosts(arguments.hosts, name="bench-staged") as cluster,
     ):
         work = Path(folder)
+        reports = arguments.keep or work / "reports"
         inventory = inventory_dir(cluster, work / "staged")
         # Install once, healthy: the staged screen passes and nothing more runs.
         first = run_playbook(
-            "acceptance.yml", inventory, work / "reports", "install",
+            "acceptance.yml", inventory, reports, "install",
             {**variables, "bench_pairs_mode": "staged"},
         )  # fmt: skip
         record(
             f"acceptance.yml, {arguments.hosts} hosts, install run: {first.seconds:.1f} s "
             f"(load {load()})"
         )
-        for name in arguments.bad:
-            faults.throttle(cluster.host(name), THROTTLE)
-        for mode in arguments.modes:
+        healthy: list[str] = []
+        runs = [("healthy", "staged", healthy)] if arguments.healthy_first else []
+        runs += [(mode, mode, arguments.bad) for mode in arguments.modes]
+        for run_id, mode, bad in runs:
+            for name in bad:
+                faults.throttle(cluster.host(name), THROTTLE)
+            # Ansible's log file stamps every line with its time: where a round's seconds go.
+            timed = {"ANSIBLE_LOG_PATH": str(reports / f"{run_id}.timed.log")}
             run = run_playbook(
-                "acceptance.yml", inventory, work / "reports", mode,
+                "acceptance.yml", inventory, reports, run_id,
                 {**variables, "bench_pairs_mode": mode}, ["--tags", "pairs"],
+                environment=timed if arguments.keep else None,
             )  # fmt: skip
             stages = [int(n) for n in STAGES.findall(run.output)]
             rounds, nodes = pair_rounds_run(run), flagged(run)
-            plan_s = predicted_seconds(
-                names, {**variables, "bench_pairs_mode": mode}, len(arguments.bad)
-            )
-            found[mode] = {
+            plan_s = predicted_seconds(names, {**variables, "bench_pairs_mode": mode}, len(bad))
+            found[run_id] = {
                 "wall_s": round(run.seconds, 1), "planned_s": round(plan_s, 1), "load": load(),
+                "controller_cpu_s": round(run.controller_cpu_s, 1),
                 "pair_rounds": rounds,
                 "search_stages": stages[-1] if stages else None, "flagged": nodes,
                 "exit": run.returncode,
             }  # fmt: skip
             record(
-                f"pair phase, {arguments.hosts} hosts, {mode}, {', '.join(arguments.bad)} "
-                f"throttled to {THROTTLE}: {run.seconds:.1f} s, {rounds} pair round(s), the "
+                f"pair phase, {arguments.hosts} hosts, {mode}, {', '.join(bad) or 'none'} "
+                f"throttled to {THROTTLE}: {run.seconds:.1f} s ({run.controller_cpu_s:.1f} s of "
+                f"controller CPU), {rounds} pair round(s), the "
                 f"report flags {', '.join(nodes) or 'none'} (exit {run.returncode}); gpuval plan "
                 f"predicted {plan_s:.1f} s (load {load()})"
             )
