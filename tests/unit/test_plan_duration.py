@@ -23,8 +23,19 @@ DEFAULTS = inputs.role_defaults(ROOT / "roles")
 NCCL_1G_S = 5 + (2**31 - 8) * 25 * 2 / 50e9
 
 
+CONTROLLER_CORES = 16
+
+
 def shape(nodes: int, gpus: int = 8, rails: int = 8) -> duration.Shape:
-    return duration.Shape(tuple(f"n{i}" for i in range(nodes)), gpus, rails)
+    return duration.Shape(
+        tuple(f"n{i}" for i in range(nodes)), gpus, rails, controller_cores=CONTROLLER_CORES
+    )
+
+
+def controller_s(nodes: int) -> float:
+    """A round's controller work for every host of the play: 2 CPU seconds each over 16
+    cores."""
+    return 2.0 * nodes / CONTROLLER_CORES
 
 
 def hosts_of(count: int) -> list[str]:
@@ -54,8 +65,9 @@ ALL_PAIRS_RAIL_BY_RAIL = {
 def test_16_nodes_all_pairs_round_by_round() -> None:
     estimate = duration.estimate(shape(16), ALL_PAIRS_RAIL_BY_RAIL, {})
     # iperf3 2 x (10 + 1) s, torch all-reduce 15 s, nccl pair sweep + 2 x 0.1 s launch,
-    # 8 rails x 2 memories x (5 + 2) s one after another, 7 s Ansible + 3 s collect per round.
-    one_round = 22 + 15 + (NCCL_1G_S + 0.2) + 8 * 2 * 7 + 10
+    # 8 rails x 2 memories x (5 + 2) s one after another; per round 0.5 s of Ansible, 0.5 s
+    # of collect and the controller's work for the 16 hosts.
+    one_round = 22 + 15 + (NCCL_1G_S + 0.2) + 8 * 2 * 7 + 1 + controller_s(16)
     assert estimate.pair_rounds == 15
     assert pairs_phase(estimate).total_s == pytest.approx(4 + 15 * one_round)
 
@@ -65,17 +77,18 @@ def test_over_forks_pairs_a_round_runs_in_turns_and_ansible_in_waves(
     nodes: int, turns: int
 ) -> None:
     """50 forks: a round's pairs in turns of at most 50 pairs (the first sides' clients in one
-    wave each), every kind once a turn; Ansible's own part once per wave of 50 hosts."""
+    wave each), every kind once a turn; Ansible's fixed part once per wave of 50 hosts, its
+    work for each host once a round."""
     estimate = duration.estimate(shape(nodes), {**DEFAULTS, "bench_pairs_mode": "all-pairs"}, {})
     kinds = 22 + 15 + (NCCL_1G_S + 0.2) + 2 * 7
     waves = math.ceil(nodes / 50)
-    one_round = turns * kinds + waves * 10
+    one_round = turns * kinds + waves * 1 + controller_s(nodes)
     assert estimate.pair_rounds == nodes - 1
     assert pairs_phase(estimate).total_s == pytest.approx(4 * waves + (nodes - 1) * one_round)
     # The faulty node's pair of each of its nodes - 1 rounds, alone (one turn, one wave), two
     # more tries each: the repeats pack failing pairs into disjoint pairs, and all of them share
-    # the faulty node.
-    assert estimate.fault_s == pytest.approx((nodes - 1) * 2 * (kinds + 10))
+    # the faulty node; every host of the play is still worked for.
+    assert estimate.fault_s == pytest.approx((nodes - 1) * 2 * (kinds + 1 + controller_s(nodes)))
 
 
 def test_rails_in_parallel_cost_one_rail_per_memory() -> None:
@@ -88,9 +101,9 @@ def test_rails_in_parallel_cost_one_rail_per_memory() -> None:
 
 
 # One round of pairs with the role defaults, rails in parallel: iperf3 2 x (10 + 1) s, torch
-# all-reduce 15 s, nccl pair sweep + 2 x 0.1 s launch, 2 memories x (5 + 2) s, 7 s Ansible +
-# 3 s collect.
-ONE_ROUND = 22 + 15 + (NCCL_1G_S + 0.2) + 2 * 7 + 10
+# all-reduce 15 s, nccl pair sweep + 2 x 0.1 s launch, 2 memories x (5 + 2) s, 0.5 s Ansible +
+# 0.5 s collect; the controller's work for every host of the play comes on top.
+ONE_ROUND = 22 + 15 + (NCCL_1G_S + 0.2) + 2 * 7 + 1
 
 
 def all_nodes_s(size: int) -> float:
@@ -102,15 +115,21 @@ def test_staged_at_1024_nodes_is_the_all_nodes_test_plus_the_searchs_own_rounds(
     estimate = duration.estimate(shape(1024), {**DEFAULTS, "bench_pairs_mode": "staged"}, {})
     waves = 21  # 1024 hosts, 50 forks
     # The screen: every node started at once, so one all-nodes run; Ansible's 4 s for the phase
-    # and 10 s for the round (start, wait, collect) once per wave of 50.
+    # and 1 s for the round (start, wait, collect) once per wave of 50, and the controller's
+    # work for each of the 1024 hosts.
     assert pairs_phase(estimate).total_s == pytest.approx(
-        4 * waves + all_nodes_s(1024) + 10 * waves
+        4 * waves + all_nodes_s(1024) + 1 * waves + controller_s(1024)
     )
     # One bad node: after the screen, 9 rounds of groups (both halves of the failing group at
-    # once: groups of 512 ... 2, 1024 ... 4 hosts, Ansible's 10 s in waves of 50), then the two
-    # suspects of the last pair meet two partners each in two rounds of two pairs.
-    groups = sum(all_nodes_s(2**k) + 10 * math.ceil(2 ** (k + 1) / 50) for k in range(1, 10))
-    assert estimate.fault_s == pytest.approx(groups + 2 * ONE_ROUND)
+    # once: groups of 512 ... 2, 1024 ... 4 hosts, Ansible's 1 s in waves of 50), then the two
+    # suspects of the last pair meet two partners each in two rounds of two pairs, and each of
+    # those rounds repeats its failing pair twice (3 tries). Every round works for all 1024.
+    groups = sum(
+        all_nodes_s(2**k) + 1 * math.ceil(2 ** (k + 1) / 50) + controller_s(1024)
+        for k in range(1, 10)
+    )
+    pairs = (2 + 2 * 2) * (ONE_ROUND + controller_s(1024))
+    assert estimate.fault_s == pytest.approx(groups + pairs)
 
 
 def test_the_plan_takes_the_searchs_own_rounds_not_a_bound() -> None:
@@ -118,20 +137,21 @@ def test_the_plan_takes_the_searchs_own_rounds_not_a_bound() -> None:
     played = group_testing.simulate(hosts_of(16), ["node1"])
     assert [kind for kind, _, _ in played.stages] == ["groups"] * 4 + ["pairs"] * 2
     assert duration.fault_search(16, 2, by_pairs=False) == played
-    # Groups of 8, 4 and 2 (their all-nodes runs at once), then two rounds of pairs: 6 rounds in
-    # all, where 2*log2(16)+2 = 10 pair rounds were priced before.
-    groups = sum(all_nodes_s(size) + 10 for size in (8, 4, 2))
-    assert estimate.fault_s == pytest.approx(groups + 2 * ONE_ROUND)
+    # Groups of 8, 4 and 2 (their all-nodes runs at once), then two rounds of pairs, each
+    # repeating its failing pair twice: where 2*log2(16)+2 = 10 pair rounds were priced before.
+    groups = sum(all_nodes_s(size) + 1 + controller_s(16) for size in (8, 4, 2))
+    assert estimate.fault_s == pytest.approx(groups + (2 + 2 * 2) * (ONE_ROUND + controller_s(16)))
     assert "adds 5 round(s) of the search (3 of groups, 2 of pairs" in pairs_phase(estimate).note
 
 
 def test_without_the_all_reduce_the_screen_is_a_round_of_pairs() -> None:
     variables = {**DEFAULTS, "bench_pairs_mode": "staged", "bench_pairs_allreduce": False}
     estimate = duration.estimate(shape(16), variables, {})
-    one_round = ONE_ROUND - 15
+    one_round = ONE_ROUND - 15 + controller_s(16)
     assert pairs_phase(estimate).total_s == pytest.approx(4 + one_round)
-    # The failed pair's two nodes meet two partners each: two rounds of pairs.
-    assert estimate.fault_s == pytest.approx(2 * one_round)
+    # The failed pair's two nodes meet two partners each: two rounds of pairs; the screen and
+    # both rounds repeat their failing pair twice (3 tries).
+    assert estimate.fault_s == pytest.approx((2 + 3 * 2) * one_round)
 
 
 def test_auto_mode_is_all_pairs_up_to_8_nodes() -> None:
@@ -221,6 +241,20 @@ def test_an_inventory_gives_the_hosts_gpus_and_rails(
     plan = json.loads(capsys.readouterr().out)
     assert (plan["nodes"], plan["gpus_per_node"], plan["rails"]) == (3, 8, 2)
     assert plan["pair_rounds"] == 3  # odd: each host sits one round out
+
+
+def test_the_controllers_cores_share_the_work_for_every_host(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Planned on a laptop for a 32-core controller: each pair round's controller work for
+    the 1,024 hosts is 2 CPU seconds each over 32 cores, 64 s."""
+    argv = ["plan", "--nodes", "1024", "--gpus-per-node", "8", "--controller-cores", "32"]
+    assert main([*argv, "--reports", str(tmp_path), "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["controller_cores"] == 32
+    pairs = next(phase for phase in plan["phases"] if phase["name"] == "pairs")
+    share = next(step for step in pairs["steps"] if step["key"] == "round-cpu-per-host")
+    assert (share["count"], share["each_s"]) == (1, 64.0)
 
 
 def test_unknown_gpu_count_is_an_error_saying_what_to_set(

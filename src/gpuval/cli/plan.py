@@ -7,6 +7,7 @@ import argparse
 import json
 import logging
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,8 @@ reason); every step says which.
 
 The run is described by the inventory (the hosts of gpu_nodes, their gpuval_gpus_per_node and
 gpuval_ib_hcas), the profile and -e variables over the roles' defaults, as `gpuval run` would;
-or without an inventory by --nodes, --gpus-per-node and --rails.
+or without an inventory by --nodes, --gpus-per-node and --rails. Ansible's work for each host runs
+on the controller, so the plan counts its cores: this machine's, or --controller-cores.
 Exit status: 0 the plan fits, 1 it is over --max-minutes (with what to turn off to fit), 2 error.
 
 Examples:
@@ -33,6 +35,7 @@ Examples:
   gpuval plan -i inventory/my-cluster.ini --profile h100-sxm-8x -e bench_pairs_mode=staged
   gpuval plan --nodes 16 --gpus-per-node 8 --rails 8 --max-minutes 30
   gpuval plan --nodes 1024 --gpus-per-node 8 --rails 8 -e bench_pairs_mode=staged --json
+  gpuval plan --nodes 1024 --gpus-per-node 8 --controller-cores 32   # planned on a laptop
   gpuval plan --nodes 2 --gpus-per-node 8 --price-per-hour 23.92   # Lambda 8x H100 SXM"""
 
 
@@ -62,6 +65,13 @@ def add_plan_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
         default=None,
         metavar="F",
         help="hosts Ansible works on at once (default: ansible.cfg's 50)",
+    )
+    plan.add_argument(
+        "--controller-cores",
+        type=count,
+        default=None,
+        metavar="C",
+        help="CPU cores of the machine that runs ansible-playbook (default: this machine's)",
     )
     plan.add_argument(
         "--max-minutes", type=positive_number, metavar="M", help="refuse a longer plan"
@@ -131,6 +141,8 @@ def shape_and_variables(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
         hcas = variables.get("gpuval_ib_hcas") or variables.get("bench_pairs_rdma_hcas")
         rails = inputs.hca_count(hcas)
     shape = Shape(tuple(hosts), gpus, rails, args.forks or FORKS)
+    if args.controller_cores:
+        shape = replace(shape, controller_cores=args.controller_cores)
     return shape, variables
 
 

@@ -114,6 +114,7 @@ def _predicted_s(args: argparse.Namespace, nodes: int, gpus: int, history: Path)
 
     wanted = argparse.Namespace(
         inventory=None, nodes=nodes, gpus_per_node=gpus or None, rails=None, forks=None,
+        controller_cores=None,
         profile=args.profile, extra_vars=args.extra_vars,
     )  # fmt: skip
     shape, variables = shape_and_variables(wanted)

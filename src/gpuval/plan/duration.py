@@ -17,6 +17,7 @@ round once per wave of forks hosts. A hung step costs its timeout: the plan list
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -45,6 +46,9 @@ class Shape:
     gpus_per_node: int
     rails: int
     forks: int = FORKS
+    # Ansible's work for every host runs on the controller: this machine's, where the plan is
+    # made (gpuval plan and the run's start both run there).
+    controller_cores: int = field(default_factory=lambda: os.cpu_count() or 1)
 
     @property
     def nodes(self) -> int:
@@ -99,6 +103,7 @@ class RunEstimate:
             "gpus_per_node": self.shape.gpus_per_node,
             "rails": self.shape.rails,
             "forks": self.shape.forks,
+            "controller_cores": self.shape.controller_cores,
             "pairs_mode": self.pairs_mode,
             "pair_rounds": self.pair_rounds,
             "total_s": round(self.total_s, 1),
@@ -403,6 +408,12 @@ def _pairs_phase(p: _Planner, plan: steps.RunPlan, mode: str) -> tuple[PhaseCost
         else 0.0
     )
     round_waves = p.waves
+    # Every host of the play runs each round's tasks (its pair's or skipped ones) on the
+    # controller, tested or not.
+    host_share = (
+        DEFAULTS["round-cpu-per-host"].seconds * shape.nodes / max(shape.controller_cores, 1)
+    )
+    p.costs.defaults_used["round-cpu-per-host"] = DEFAULTS["round-cpu-per-host"].reason
     scale = {
         "all-pairs": all_pairs_rounds(shape.nodes, v.flag("bench_pairs_parallel", "true") == "true")
     }
@@ -414,9 +425,16 @@ def _pairs_phase(p: _Planner, plan: steps.RunPlan, mode: str) -> tuple[PhaseCost
         return batches(max(hosts // 2, 1), shape.forks)
 
     def round_s(hosts: int) -> float:
-        """One round of pairs over `hosts`: its kinds once a turn, Ansible's part once a wave."""
+        """One round of pairs over `hosts`: its kinds once a turn, Ansible's fixed part once a
+        wave, and every host's share of the controller."""
         kinds_s = sum(k.total_s for k in kinds)
-        return kinds_s * turns(hosts) + round_fixed * batches(hosts, shape.forks)
+        return kinds_s * turns(hosts) + round_fixed * batches(hosts, shape.forks) + host_share
+
+    def controller_share(rounds: int) -> StepCost:
+        return StepCost(
+            "pairs", f"per round: the controller for {shape.nodes} hosts",
+            "round-cpu-per-host", rounds, host_share, "default",
+        )  # fmt: skip
 
     def pair_rounds(rounds: int) -> list[StepCost]:
         """`rounds` rounds of pairs over every node."""
@@ -427,6 +445,7 @@ def _pairs_phase(p: _Planner, plan: steps.RunPlan, mode: str) -> tuple[PhaseCost
                 "pairs", overhead, "round-overhead", rounds * round_waves, round_fixed, "default"
             )
         )
+        body.append(controller_share(rounds))
         p.costs.defaults_used["round-overhead"] = DEFAULTS["round-overhead"].reason
         return body
 
@@ -463,14 +482,20 @@ def _pairs_phase(p: _Planner, plan: steps.RunPlan, mode: str) -> tuple[PhaseCost
         "pairs", "per group round: Ansible (start, wait, collect)", "round-overhead",
         round_waves, round_fixed, "default",
     )  # fmt: skip
-    screen = pair_rounds(1) if by_pairs else [all_nodes(shape.nodes), group_round]
-    # Each later round of the search: its groups, or its pairs.
-    fault = sum(
-        all_nodes(largest).total_s + round_fixed * batches(tested, shape.forks)
+    screen = (
+        pair_rounds(1) if by_pairs else [all_nodes(shape.nodes), group_round, controller_share(1)]
+    )
+    # Each later round of the search: its groups, or its pairs; and each round of pairs with
+    # a failing pair (the screen's too, when it is by pairs) repeats that pair with the tries
+    # left (repeat.yml), a round each.
+    later = sum(
+        all_nodes(largest).total_s + round_fixed * batches(tested, shape.forks) + host_share
         if kind == "groups"
         else round_s(tested)
         for kind, tested, largest in played.stages[1:]
     )
+    pair_stages = played.pair_rounds + (1 if by_pairs else 0)
+    fault = later + pair_stages * (plan.pairs_max_tries - 1) * round_s(2)
     # The screen is the first group round, by pairs or not.
     groups, pairs = played.group_rounds - 1, played.pair_rounds
     note = (

@@ -34,7 +34,8 @@ def plan_lines(estimate: RunEstimate, price: Price | None = None) -> list[str]:
     )
     lines = [
         f"gpuval plan: {shape.nodes} node(s) x {shape.gpus_per_node} GPU(s), {shape.rails} "
-        f"RDMA rail(s); pairs {estimate.pairs_mode} ({rounds}); {shape.forks} forks",
+        f"RDMA rail(s); pairs {estimate.pairs_mode} ({rounds}); {shape.forks} forks, "
+        f"{shape.controller_cores} controller core(s)",
         f"{'phase / step':<44} {'runs':>6} {'each':>9} {'time':>9}  source",
     ]
     for phase in estimate.phases:

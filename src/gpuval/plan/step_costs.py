@@ -30,12 +30,24 @@ DEFAULTS: dict[str, Default] = {
         "issue 16); paid once per batch of `forks` hosts",
     ),
     "round-overhead": Default(
-        7.0,
-        "Ansible's own time per pair round (plan, start the peers, the tasks of each kind): 8 "
-        "simulated hosts took 189 s for 7 parallel rounds of 20 s of iperf3 each (issue 16)",
+        0.5,
+        "Ansible's fixed part of a pair round (the round's include, the tasks' first host "
+        "started), once per wave of `forks` hosts; the part that grows with the hosts is "
+        "round-cpu-per-host",
+    ),
+    "round-cpu-per-host": Default(
+        2.0,
+        "controller CPU seconds per host of the play per pair round (every host runs the "
+        "round's tasks, its pair's or skipped ones, and the collect), spread over the "
+        "controller's cores. Fitted to make bench-staged on 2 cores (issue 16): 4, 8 and 32 "
+        "simulated hosts took about 4, 6-7 and 36-48 s per round beyond their iperf3. The "
+        "simulated nodes' own modules ran on those 2 cores too, so a controller whose nodes "
+        "are real machines spends less",
     ),
     "collect-round": Default(
-        3.0, "bench_pairs_collect_each_round: one fetch of the round's new outputs per node"
+        0.5,
+        "bench_pairs_collect_each_round: the fetch of the round's new outputs (its share per "
+        "host is in round-cpu-per-host)",
     ),
     "probe": Default(
         0.5,
