@@ -8,11 +8,14 @@ configured number of tries; only try1 belongs in run.json `expected`.
 
 Judgement (per kind; deterministic: everything sorted, medians exact):
 - A pair's value is its best finished try; for iperf3 the weaker of its two directions.
-- What healthy pairs reach (the reference) cannot be dragged down by bad nodes, however many:
-  a node's best pair is bounded by the node itself, so the nodes whose best pair is within
-  `low_fraction` of the best node's are the strong ones, and the reference is the median pair
-  between strong nodes. With 4 hosts of which 2 are bad, the median of all pairs is a bad pair;
-  the median between strong nodes is the one healthy pair.
+- What healthy pairs reach (the reference) cannot be dragged down by bad nodes, fewer than half
+  of them: a node's best pair is bounded by the node itself, so the nodes whose best pair is
+  within `low_fraction` of the median of the better half of the nodes' best pairs are the strong
+  ones, and the reference is the median pair between strong nodes. With 4 hosts of which 2 are
+  bad, the median of all pairs is a bad pair; the median between strong nodes is the one healthy
+  pair. Nor can one fast pair lift it: a staged screen's pairs run at once, and on 32 simulated
+  hosts the two whose clients started last, after most others had ended, measured 3.5 and 5.2
+  Gbit/s against 1.8-3.2 for the rest; against the fastest node, 15 of 16 healthy pairs read low.
 - A pair is low below `low_fraction` of the reference (or when it produced no number).
 - No flag without confirmation: a low pair stands on its own only with no number, below the floor
   (`floor_fraction` of the reference, or the network's fail band), or low again on a repeat of the

@@ -164,9 +164,12 @@ def _partners(values: PairValues) -> dict[str, list[tuple[str, float | None]]]:
 
 def healthy_reference(values: PairValues, fraction: float) -> float | None:
     """What healthy pairs reach: the median pair between the strong nodes, those whose best pair
-    is within `fraction` of the best node's. A node's best pair is bounded by the node itself,
-    so however many nodes are bad, they cannot drag this down. One pair (two hosts) is no
-    reference for comparing nodes."""
+    is within `fraction` of what the better half of the nodes reach (the median of their best
+    pairs). A node's best pair is bounded by the node itself, so bad nodes, fewer than half,
+    cannot drag this down; nor can one pair that ran fast (alone, while the other pairs of its
+    round shared the switches or the CPUs) lift it so that every other pair reads low: the
+    fastest node alone is no measure of the healthy ones. One pair (two hosts) is no reference
+    for comparing nodes."""
     finished = {pair: v for pair, v in values.items() if v is not None}
     if len(values) < 2 or not finished:
         return None
@@ -175,10 +178,11 @@ def healthy_reference(values: PairValues, fraction: float) -> float | None:
         for node in set(pair):
             best[node] = max(best[node], v) if node in best else v
     nodes = {h for pair in values for h in pair}
-    top = max(best.get(n, 0.0) for n in nodes)
-    strong = {n for n in nodes if best.get(n, 0.0) >= fraction * top}
+    bests = sorted(best.get(n, 0.0) for n in nodes)
+    better_half = statistics.median(bests[len(bests) // 2 :])
+    strong = {n for n in nodes if best.get(n, 0.0) >= fraction * better_half}
     between = [v for (a, b), v in finished.items() if a in strong and b in strong]
-    return statistics.median(between) if between else top
+    return statistics.median(between) if between else better_half
 
 
 def _flagged_by_search(
