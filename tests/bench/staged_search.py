@@ -13,6 +13,7 @@ hosts take the machine for a long while. Run from the repository root as root:
   python -m tests.bench.staged_search --hosts 4 --bad node3  # the path, quickly
   python -m tests.bench.staged_search --healthy-first --bad node7 node20 --modes staged \
       --keep /var/tmp/staged32   # a healthy cluster, then two bad nodes; the logs kept
+  python -m tests.bench.staged_search --cluster bench-staged-1234 ...   # a cluster left up
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import json
 import re
 import subprocess
 import tempfile
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 from gpuval.plan import inputs
@@ -31,6 +33,8 @@ from gpuval.plan.steps import pair_step
 from tests.e2e.doubles import VENV_BIN
 from tests.e2e.runs import PlaybookRun, inventory_dir, record, run_playbook
 from tests.simhosts import faults
+from tests.simhosts.cluster import Cluster, default_state_dir
+from tests.simhosts.cluster import load as load_cluster
 from tests.simhosts.fixtures import simulated_hosts
 
 # A throttle far below what a healthy pair of simulated hosts measures (several Gbit/s).
@@ -84,6 +88,16 @@ def predicted_seconds(hosts: list[str], variables: dict[str, object], bad: int) 
     return ran + bad * planned.fault_s
 
 
+def cluster_for(name: str | None, hosts: int) -> AbstractContextManager[Cluster]:
+    """The cluster named (left up and installed by an earlier run), or a new one of `hosts`."""
+    if name is None:
+        return simulated_hosts(hosts, name="bench-staged")
+    cluster = load_cluster(default_state_dir(name))
+    if cluster is None:
+        raise SystemExit(f"no simulated cluster {name} is up (python -m tests.simhosts list)")
+    return nullcontext(cluster)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__.splitlines()[0], epilog="example: python -m tests.bench.staged_search"
@@ -106,6 +120,11 @@ def main() -> None:
     parser.add_argument(
         "--keep", type=Path, help="keep the run folders and Ansible's output of each run here"
     )
+    parser.add_argument(
+        "--cluster", metavar="NAME",
+        help="a cluster an earlier run of this bench left up, installed (python -m "
+        "tests.simhosts list): its install run is skipped",
+    )  # fmt: skip
     arguments = parser.parse_args()
     names = [f"node{i}" for i in range(1, arguments.hosts + 1)]
     predicted = simulate(names, arguments.bad, by_pairs=True)
@@ -113,20 +132,20 @@ def main() -> None:
     found: dict[str, object] = {"hosts": arguments.hosts, "bad": arguments.bad}
     with (
         tempfile.TemporaryDirectory(prefix="gpuval-bench-staged-") as folder,
-        simulated_hosts(arguments.hosts, name="bench-staged") as cluster,
+        cluster_for(arguments.cluster, arguments.hosts) as cluster,
     ):
         work = Path(folder)
         reports = arguments.keep or work / "reports"
         inventory = inventory_dir(cluster, work / "staged")
-        # Install once, healthy: the staged screen passes and nothing more runs.
-        first = run_playbook(
-            "acceptance.yml", inventory, reports, "install",
-            {**variables, "bench_pairs_mode": "staged"},
-        )  # fmt: skip
-        record(
-            f"acceptance.yml, {arguments.hosts} hosts, install run: {first.seconds:.1f} s "
-            f"(load {load()})"
-        )
+        if arguments.cluster is None:  # install once, healthy
+            first = run_playbook(
+                "acceptance.yml", inventory, reports, "install",
+                {**variables, "bench_pairs_mode": "staged"},
+            )  # fmt: skip
+            record(
+                f"acceptance.yml, {arguments.hosts} hosts, install run: {first.seconds:.1f} s "
+                f"(load {load()})"
+            )
         healthy: list[str] = []
         runs = [("healthy", "staged", healthy)] if arguments.healthy_first else []
         runs += [(mode, mode, arguments.bad) for mode in arguments.modes]
