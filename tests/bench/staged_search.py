@@ -12,7 +12,7 @@ hosts take the machine for a long while. Run from the repository root as root:
   python -m tests.bench.staged_search                        # 32 hosts, node7 throttled
   python -m tests.bench.staged_search --hosts 4 --bad node3  # the path, quickly
   python -m tests.bench.staged_search --healthy-first --bad node7 node20 --modes staged \
-      --keep /var/tmp/staged32   # a healthy cluster, then two bad nodes; the logs kept
+      --keep /var/tmp/staged32 --line-rate 1000   # healthy, then two bad nodes; logs kept
   python -m tests.bench.staged_search --cluster bench-staged-1234 ...   # a cluster left up
 """
 
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import subprocess
 import tempfile
@@ -121,6 +122,11 @@ def main() -> None:
         "--keep", type=Path, help="keep the run folders and Ansible's output of each run here"
     )
     parser.add_argument(
+        "--line-rate", type=int, metavar="MBIT",
+        help="every host's NIC this fast (link and sysfs speed): a rate the machine can carry "
+        "for all pairs of a round at once (the simulated veths say 10000)",
+    )  # fmt: skip
+    parser.add_argument(
         "--cluster", metavar="NAME",
         help="a cluster an earlier run of this bench left up, installed (python -m "
         "tests.simhosts list): its install run is skipped",
@@ -146,10 +152,15 @@ def main() -> None:
                 f"acceptance.yml, {arguments.hosts} hosts, install run: {first.seconds:.1f} s "
                 f"(load {load()})"
             )
+        for host in cluster.hosts if arguments.line_rate else []:
+            faults.line_rate(host, arguments.line_rate)
         healthy: list[str] = []
         runs = [("healthy", "staged", healthy)] if arguments.healthy_first else []
         runs += [(mode, mode, arguments.bad) for mode in arguments.modes]
-        for run_id, mode, bad in runs:
+        for label, mode, bad in runs:
+            # The nodes keep each run's outputs under its id, and the collect brings all of
+            # them: a cluster reused with the same ids would mix in an earlier run's files.
+            run_id = f"{label}-{os.getpid()}"
             for name in bad:
                 faults.throttle(cluster.host(name), THROTTLE)
             # Ansible's log file stamps every line with its time: where a round's seconds go.
@@ -162,7 +173,7 @@ def main() -> None:
             stages = [int(n) for n in STAGES.findall(run.output)]
             rounds, nodes = pair_rounds_run(run), flagged(run)
             plan_s = predicted_seconds(names, {**variables, "bench_pairs_mode": mode}, len(bad))
-            found[run_id] = {
+            found[label] = {
                 "wall_s": round(run.seconds, 1), "planned_s": round(plan_s, 1), "load": load(),
                 "controller_cpu_s": round(run.controller_cpu_s, 1),
                 "pair_rounds": rounds,

@@ -27,6 +27,17 @@ def throttle(host: Host, rate: str) -> None:
              "burst", TBF_BURST, "latency", TBF_LATENCY])  # fmt: skip
 
 
+def line_rate(host: Host, megabits: int) -> None:
+    """Make the host's eth0 a NIC of `megabits` Mbit/s: its link limited to that rate, and its
+    sysfs speed saying so (a veth says 10000 whatever it carries). Many pairs measured at once
+    on a 2-core machine share its CPUs and each reach a fraction of 10 Gbit/s; below a rate
+    they all reach at once, a healthy cluster measures healthy against its line rate."""
+    throttle(host, f"{megabits}mbit")
+    speed = "/run/gpuval-eth0-speed"
+    host.exec(["sh", "-c", f"echo {megabits} > {speed} && "
+               f"mount --bind {speed} /sys/class/net/eth0/speed"])  # fmt: skip
+
+
 def unthrottle(host: Host) -> None:
     for prefix, device in zip(_both_ends(host), (host.veth, "eth0"), strict=True):
         run([*prefix, "qdisc", "del", "dev", device, "root"], check=False)
