@@ -162,7 +162,12 @@ class _Planner:
         self.waves = batches(shape.nodes, shape.forks)
 
     def overhead(self, phase: str, plays: int = 1) -> StepCost:
-        seconds = DEFAULTS["phase-overhead"].seconds
+        """Ansible's own time for the phase's plays: a fixed part once per wave of `forks`
+        hosts, and its work for each host spread over the controller's cores."""
+        shape = self.shape
+        per_host = DEFAULTS["phase-cpu-per-host"].seconds * shape.nodes / shape.controller_cores
+        self.costs.defaults_used["phase-cpu-per-host"] = DEFAULTS["phase-cpu-per-host"].reason
+        seconds = DEFAULTS["phase-overhead"].seconds + per_host / self.waves
         return StepCost(
             phase, "Ansible's own time", "phase-overhead", plays * self.waves, seconds, "default"
         )

@@ -25,9 +25,15 @@ class Default:
 DEFAULTS: dict[str, Default] = {
     "phase-overhead": Default(
         4.0,
-        "Ansible's own time per play: a second benchmark.yml on 3 simulated hosts with nothing "
-        "to install spent 42 s in the suite itself over its ~11 plays (make bench-ansible, "
-        "issue 16); paid once per batch of `forks` hosts",
+        "Ansible's fixed time per play, once per batch of `forks` hosts; its work for each host "
+        "is phase-cpu-per-host",
+    ),
+    "phase-cpu-per-host": Default(
+        0.65,
+        "controller CPU seconds per host per play, spread over the controller's cores: a "
+        "second benchmark.yml on 3 simulated hosts spent 4.9 s per play beyond its benchmarks "
+        "(make bench-ansible), a healthy staged pair phase on 32 hosts 68.7 s for its 2 plays "
+        "and 1 round (make bench-staged), both on 2 cores that the simulated nodes shared",
     ),
     "round-overhead": Default(
         0.5,
@@ -36,13 +42,13 @@ DEFAULTS: dict[str, Default] = {
         "round-cpu-per-host",
     ),
     "round-cpu-per-host": Default(
-        2.0,
+        1.8,
         "controller CPU seconds per host of the play per pair round (every host runs the "
         "round's tasks, its pair's or skipped ones, and the collect), spread over the "
-        "controller's cores. Fitted to make bench-staged on 2 cores (issue 16): 4, 8 and 32 "
-        "simulated hosts took about 4, 6-7 and 36-48 s per round beyond their iperf3. The "
-        "simulated nodes' own modules ran on those 2 cores too, so a controller whose nodes "
-        "are real machines spends less",
+        "controller's cores. Fitted, with phase-cpu-per-host, to make bench-staged on 2 cores "
+        "(issue 16): 4, 8 and 32 simulated hosts took about 4, 6-7 and 36-48 s per round "
+        "beyond their iperf3. The simulated nodes' own modules ran on those 2 cores too, so a "
+        "controller whose nodes are real machines spends less",
     ),
     "collect-round": Default(
         0.5,
