@@ -82,7 +82,8 @@ class _Planner:
         """Ansible's own time for the phase's plays: a fixed part once per wave of `forks`
         hosts, and its work for each host spread over the controller's cores."""
         shape = self.shape
-        per_host = DEFAULTS["phase-cpu-per-host"].seconds * shape.nodes / shape.controller_cores
+        cores = max(shape.controller_cores, 1)
+        per_host = DEFAULTS["phase-cpu-per-host"].seconds * shape.nodes / cores
         self.costs.defaults_used["phase-cpu-per-host"] = DEFAULTS["phase-cpu-per-host"].reason
         seconds = DEFAULTS["phase-overhead"].seconds + per_host / self.waves
         return StepCost(
