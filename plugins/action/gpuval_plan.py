@@ -65,7 +65,7 @@ class ActionModule(ActionBase):
         from ansible.utils.display import Display
 
         from gpuval.files.atomic import OutputError, json_text, write_output
-        from gpuval.plan import duration, inputs, plan_text
+        from gpuval.plan import duration, inputs, plan_model, plan_text
 
         task_vars = task_vars or {}
         result: dict[str, Any] = super().run(tmp, task_vars)
@@ -79,7 +79,9 @@ class ActionModule(ActionBase):
             rails = args["rails"]
             if rails is None:
                 rails = inputs.hca_count(variables.get("gpuval_ib_hcas"))
-            shape = duration.Shape(tuple(args["hosts"]), gpus, rails, int(constants.DEFAULT_FORKS))
+            shape = plan_model.Shape(
+                tuple(args["hosts"]), gpus, rails, int(constants.DEFAULT_FORKS)
+            )
             database = Path(args["reports_dir"]) / "history.sqlite"
             estimate = duration.estimate_from_history(shape, variables, database)
         except ValueError as problem:

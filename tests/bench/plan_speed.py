@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from gpuval.plan import duration, inputs
+from gpuval.plan import duration, inputs, plan_model
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,7 +38,7 @@ def main() -> int:
             subprocess.run(command, check=True, capture_output=True, env=environment)
             walls.append(time.perf_counter() - start)
         defaults = inputs.role_defaults(ROOT / "roles")
-        shape = duration.Shape(tuple(f"n{i}" for i in range(args.nodes)), 8, 8)
+        shape = plan_model.Shape(tuple(f"n{i}" for i in range(args.nodes)), 8, 8)
         estimates = []
         for mode in ("staged", "all-pairs"):
             start = time.perf_counter()

@@ -28,8 +28,9 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 from gpuval.plan import inputs
-from gpuval.plan.duration import Shape, estimate
+from gpuval.plan.duration import estimate
 from gpuval.plan.group_testing import simulate
+from gpuval.plan.plan_model import Shape
 from gpuval.plan.steps import pair_step
 from tests.e2e.doubles import VENV_BIN
 from tests.e2e.runs import PlaybookRun, inventory_dir, record, run_playbook
@@ -152,8 +153,9 @@ def main() -> None:
                 f"acceptance.yml, {arguments.hosts} hosts, install run: {first.seconds:.1f} s "
                 f"(load {load()})"
             )
-        for host in cluster.hosts if arguments.line_rate else []:
-            faults.line_rate(host, arguments.line_rate)
+        if arguments.line_rate:
+            for host in cluster.hosts:
+                faults.line_rate(host, arguments.line_rate)
         healthy: list[str] = []
         runs = [("healthy", "staged", healthy)] if arguments.healthy_first else []
         runs += [(mode, mode, arguments.bad) for mode in arguments.modes]

@@ -12,7 +12,7 @@ import pytest
 
 from gpuval.cli import main
 from gpuval.history.store import TABLES
-from gpuval.plan import duration, group_testing, inputs
+from gpuval.plan import duration, group_testing, inputs, plan_model
 from gpuval.plan.host_order import circle_rounds
 from gpuval.plan.step_history import measured_durations
 
@@ -26,8 +26,8 @@ NCCL_1G_S = 5 + (2**31 - 8) * 25 * 2 / 50e9
 CONTROLLER_CORES = 16
 
 
-def shape(nodes: int, gpus: int = 8, rails: int = 8) -> duration.Shape:
-    return duration.Shape(
+def shape(nodes: int, gpus: int = 8, rails: int = 8) -> plan_model.Shape:
+    return plan_model.Shape(
         tuple(f"n{i}" for i in range(nodes)), gpus, rails, controller_cores=CONTROLLER_CORES
     )
 
@@ -48,7 +48,7 @@ def hosts_of(count: int) -> list[str]:
     return [f"node{i}" for i in range(1, count + 1)]
 
 
-def pairs_phase(estimate: duration.RunEstimate) -> duration.PhaseCost:
+def pairs_phase(estimate: plan_model.RunEstimate) -> plan_model.PhaseCost:
     return next(phase for phase in estimate.phases if phase.name == "pairs")
 
 
@@ -293,6 +293,15 @@ def test_a_budget_or_price_of_zero_or_less_is_a_usage_error(
         main(["plan", "--nodes", "2", "--gpus-per-node", "8", option, "-5"])
     assert stopped.value.code == 2
     assert "'-5' is not allowed: a finite number above 0" in capsys.readouterr().err
+
+
+def test_a_controller_of_no_cores_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        main(["plan", "--nodes", "2", "--gpus-per-node", "8", "--controller-cores", "0"])
+    assert stopped.value.code == 2
+    assert "--controller-cores: '0' is not allowed: a whole number, 1 or more" in (
+        capsys.readouterr().err
+    )
 
 
 @pytest.mark.parametrize(

@@ -23,15 +23,26 @@ def slug_option(what: str) -> Callable[[str], str]:
     return checked
 
 
-def count(text: str) -> int:
-    """An argparse type: a whole number, 0 or more."""
+def _whole_number(text: str, least: int) -> int:
     try:
         value = int(text)
     except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not allowed: a whole number, 0 or more")
+        value = least - 1
+    if value < least:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not allowed: a whole number, {least} or more"
+        )
     return value
+
+
+def count(text: str) -> int:
+    """An argparse type: a whole number, 0 or more."""
+    return _whole_number(text, 0)
+
+
+def positive_count(text: str) -> int:
+    """An argparse type: a whole number, 1 or more (a machine has at least one core)."""
+    return _whole_number(text, 1)
 
 
 def change_fraction(text: str) -> float:

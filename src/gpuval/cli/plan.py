@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from gpuval.cli.options import count, positive_number
+from gpuval.cli.options import count, positive_count, positive_number
 
 LOG = logging.getLogger(__name__)
 GROUP = "gpu_nodes"
@@ -68,7 +68,7 @@ def add_plan_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
     )
     plan.add_argument(
         "--controller-cores",
-        type=count,
+        type=positive_count,
         default=None,
         metavar="C",
         help="CPU cores of the machine that runs ansible-playbook (default: this machine's)",
@@ -110,7 +110,7 @@ def _inventory(path: Path) -> tuple[list[str], dict[str, Any]]:
 
 def shape_and_variables(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     from gpuval.plan import inputs
-    from gpuval.plan.duration import FORKS, Shape
+    from gpuval.plan.plan_model import FORKS, Shape
 
     layers = [inputs.role_defaults(inputs.roles_dir())]
     if args.inventory is not None:
@@ -141,7 +141,7 @@ def shape_and_variables(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
         hcas = variables.get("gpuval_ib_hcas") or variables.get("bench_pairs_rdma_hcas")
         rails = inputs.hca_count(hcas)
     shape = Shape(tuple(hosts), gpus, rails, args.forks or FORKS)
-    if args.controller_cores:
+    if args.controller_cores is not None:
         shape = replace(shape, controller_cores=args.controller_cores)
     return shape, variables
 

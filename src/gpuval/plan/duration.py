@@ -25,11 +25,7 @@ from typing import Any
 from gpuval.plan import steps
 from gpuval.plan.confirmation import MIN_PARTNERS
 from gpuval.plan.group_testing import Played, simulate
-from gpuval.plan.plan_model import FORKS as FORKS
-from gpuval.plan.plan_model import PhaseCost as PhaseCost
-from gpuval.plan.plan_model import RunEstimate as RunEstimate
-from gpuval.plan.plan_model import Shape as Shape
-from gpuval.plan.plan_model import StepCost as StepCost
+from gpuval.plan.plan_model import PhaseCost, RunEstimate, Shape, StepCost
 from gpuval.plan.step_costs import (
     DEFAULTS,
     Variables,
@@ -81,9 +77,7 @@ class _Planner:
     def overhead(self, phase: str, plays: int = 1) -> StepCost:
         """Ansible's own time for the phase's plays: a fixed part once per wave of `forks`
         hosts, and its work for each host spread over the controller's cores."""
-        shape = self.shape
-        cores = max(shape.controller_cores, 1)
-        per_host = DEFAULTS["phase-cpu-per-host"].seconds * shape.nodes / cores
+        per_host = self.shape.controller_s(DEFAULTS["phase-cpu-per-host"].seconds)
         self.costs.defaults_used["phase-cpu-per-host"] = DEFAULTS["phase-cpu-per-host"].reason
         seconds = DEFAULTS["phase-overhead"].seconds + per_host / self.waves
         return StepCost(
@@ -333,9 +327,7 @@ def _pairs_phase(p: _Planner, plan: steps.RunPlan, mode: str) -> tuple[PhaseCost
     round_waves = p.waves
     # Every host of the play runs each round's tasks (its pair's or skipped ones) on the
     # controller, tested or not.
-    host_share = (
-        DEFAULTS["round-cpu-per-host"].seconds * shape.nodes / max(shape.controller_cores, 1)
-    )
+    host_share = shape.controller_s(DEFAULTS["round-cpu-per-host"].seconds)
     p.costs.defaults_used["round-cpu-per-host"] = DEFAULTS["round-cpu-per-host"].reason
     scale = {
         "all-pairs": all_pairs_rounds(shape.nodes, v.flag("bench_pairs_parallel", "true") == "true")

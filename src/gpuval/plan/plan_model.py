@@ -27,6 +27,11 @@ class Shape:
     def nodes(self) -> int:
         return len(self.hosts)
 
+    def controller_s(self, cpu_s_per_host: float) -> float:
+        """Wall seconds for the controller to spend `cpu_s_per_host` CPU seconds on each host,
+        over its cores."""
+        return cpu_s_per_host * self.nodes / max(self.controller_cores, 1)
+
 
 @dataclass(frozen=True)
 class StepCost:

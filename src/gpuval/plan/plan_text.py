@@ -7,7 +7,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from gpuval.plan.duration import RunEstimate
+from gpuval.plan.plan_model import RunEstimate
 
 
 def clock(seconds: float) -> str:
