@@ -97,6 +97,10 @@ def cluster_for(name: str | None, hosts: int) -> AbstractContextManager[Cluster]
     cluster = load_cluster(default_state_dir(name))
     if cluster is None:
         raise SystemExit(f"no simulated cluster {name} is up (python -m tests.simhosts list)")
+    if len(cluster.hosts) != hosts:  # the plan and the search are worked out for --hosts
+        raise SystemExit(
+            f"cluster {name} has {len(cluster.hosts)} hosts: pass --hosts {len(cluster.hosts)}"
+        )
     return nullcontext(cluster)
 
 
@@ -134,7 +138,10 @@ def main() -> None:
     )  # fmt: skip
     arguments = parser.parse_args()
     names = [f"node{i}" for i in range(1, arguments.hosts + 1)]
-    predicted = simulate(names, arguments.bad, by_pairs=True)
+    try:
+        predicted = simulate(names, arguments.bad, by_pairs=True)
+    except ValueError as problem:  # --bad names a node the --hosts do not have
+        parser.error(str(problem))
     variables = {**PAIRS_ONLY, "bench_pairs_iperf3_seconds": arguments.iperf3_seconds}
     found: dict[str, object] = {"hosts": arguments.hosts, "bad": arguments.bad}
     with (
