@@ -12,11 +12,13 @@ pair analysis, the thresholds, the report pipeline), so a move of those is fixed
 - `capture_module` / `sibling_module`: the name of a node-side module (capture, pack) beside a
   running action, and `capture_on_node`: one gpuval_capture call of an action's steps;
 - `add_inventory_hosts`: the hosts an inventory plugin (slurm, lambda_cloud) found, into the
-  inventory.
+  inventory;
+- `preload`: what the action plugins import, imported once in ansible-playbook's main process.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import re
@@ -32,6 +34,25 @@ CAPTURE_MODULE = "gpuval_capture"
 # The verdict when nothing was judged (bad input), from gpuval report's exit code
 # (pipeline.EXIT_CODES read backwards).
 VERDICT_OF_EXIT_CODE = {1: "fail", 2: "error", 3: "unjudged"}
+# What the action plugins import where they run: in a worker that ansible-playbook forks for
+# every task and host, which imported them anew each time (the parsers alone, for the collect
+# after every pair round, cost a third of a CPU second a host). Imported once in the main
+# process, before it forks, every worker has them already.
+ACTION_IMPORTS = (
+    "gpuval.checks.pairs", "gpuval.checks.thresholds", "gpuval.evidence", "gpuval.files.atomic",
+    "gpuval.nodebench", "gpuval.plan.group_testing", "gpuval.plan.health_probes",
+    "gpuval.plan.mpirun", "gpuval.plan.pair_plan", "gpuval.runfolder", "gpuval.slurm.allocation",
+    "gpuval.slurm.nodes", "gpuval.slurm.scontrol",
+)  # fmt: skip
+
+
+def preload() -> None:
+    """Import ACTION_IMPORTS and every parser (the collect reads each new file ahead)."""
+    for name in ACTION_IMPORTS:
+        importlib.import_module(name)
+    from gpuval.parsers import parser_modules
+
+    parser_modules()
 
 
 def capture_module(resolved_action: str | None) -> str:

@@ -66,7 +66,7 @@ def playbook(work: Path, run_id: str, tags: str, *extra: str) -> PlaybookRun:
     timer = {
         # The repository's callbacks (ansible.cfg) and the tests' play timer.
         "ANSIBLE_CALLBACK_PLUGINS": f"{REPO / 'plugins/callback'}:{HERE / 'callback_plugins'}",
-        "ANSIBLE_CALLBACKS_ENABLED": "gpuval_interrupted,play_timer",
+        "ANSIBLE_CALLBACKS_ENABLED": "gpuval_interrupted,gpuval_preload,play_timer",
         "GPUVAL_PLAY_TIMES": str(work / f"{run_id}.plays.json"),
     }
     return run_playbook(

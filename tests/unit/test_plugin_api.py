@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import runpy
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
 from gpuval import plugin_api
+from gpuval.parsers import PARSER_MODULES
 from gpuval.plan import steps
 
 REPO = Path(__file__).resolve().parents[2]
@@ -215,3 +218,31 @@ def test_every_gate_fails_closed_by_default() -> None:
     specs = yaml.safe_load((role / "meta" / "argument_specs.yml").read_text())
     specified = specs["argument_specs"]["main"]["options"]["report_fail_on"]["default"]
     assert defaults["report_fail_on"] == specified == "unjudged"
+
+
+# Lambda rental runs once a run, in the controller process: nothing to gain from the preload.
+ONCE_A_RUN = ("gpuval.cloud",)
+
+
+def test_the_preload_callback_imports_what_every_action_plugin_imports() -> None:
+    """Run in a fresh interpreter, as ansible-playbook's main process loads the callback: after
+    it, a forked worker imports none of what the action plugins import (nor a parser)."""
+    wanted = {
+        name
+        for path in (REPO / "plugins" / "action").glob("*.py")
+        for name in re.findall(r"from (gpuval[\w.]*) import", path.read_text())
+        if not name.startswith(ONCE_A_RUN)
+    }
+    assert "gpuval.runfolder" in wanted  # the collect's, after every phase and pair round
+    script = (
+        "import json, runpy, sys\n"
+        f"callback = runpy.run_path({str(REPO / 'plugins/callback/gpuval_preload.py')!r})\n"
+        "callback['CallbackModule']()\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    )
+    loaded = set(json.loads(done.stdout))
+    assert wanted - loaded == set()
+    assert {f"gpuval.parsers.{name}" for name in PARSER_MODULES} <= loaded
