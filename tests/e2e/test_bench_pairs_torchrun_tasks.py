@@ -59,10 +59,10 @@ def run_tasks(tmp_path: Path, tasks: str, variables: dict[str, Any]) -> None:
     completed = run_locally(tmp_path, HOSTS, {
         "name": "torchrun tasks", "gather_facts": False,
         "vars": {
-            **variables, "gpuval_node_run_dir": str(run_dir / "node" / "{{ inventory_hostname }}"),
+            "gpuval_node_run_dir": str(run_dir / "node" / "{{ inventory_hostname }}"),
             "bench_pairs_peer_dir": str(tmp_path / "peers" / "{{ inventory_hostname }}"),
             "bench_pairs_run_dir": str(run_dir), "bench_pairs_collect_timeout_s": 60,
-            "bench_pairs_collect_each_round": False,
+            "bench_pairs_collect_each_round": False, **variables,
         },
         "tasks": [{"name": "Run them", "ansible.builtin.include_tasks": str(
             REPO / "roles/bench_pairs/tasks" / tasks
@@ -101,3 +101,21 @@ def test_a_round_of_more_hosts_than_forks_starts_every_pair_together(tmp_path: P
         first, second = item["a"], item["b"]
         assert outcome(tmp_path / "run" / "node" / first, sides["a"]["name"]) == (0, False)
         assert outcome(tmp_path / "peers" / second, sides["b"]["name"]) == (0, False)
+
+
+def test_a_host_in_no_pair_of_the_round_runs_nothing_not_even_the_collect(tmp_path: Path) -> None:
+    """A search's confirmation round tests a few hosts of hundreds: the others skip it whole."""
+    plan = torchrun_plan(tmp_path)
+    only = plan.rounds_with_commands([[pair_rounds.entry(1, "node1", "node4", {"allreduce": 1})]])
+    for host in HOSTS:  # what an earlier phase left on every node
+        node = tmp_path / "run" / "node" / host
+        node.mkdir(parents=True)
+        (node / "earlier.txt").write_text("an earlier phase's output\n")
+    run_tasks(
+        tmp_path, "round.yml",
+        {"bench_pairs_round": only[0], "bench_pairs_collect_each_round": True},
+    )  # fmt: skip
+    raw = tmp_path / "run" / "raw"
+    assert sorted(path.name for path in raw.iterdir()) == ["node1", "node4"]
+    assert (raw / "node1" / "earlier.txt").is_file()
+    assert not (tmp_path / "peers" / "node2").exists()
