@@ -24,6 +24,8 @@ NCCL_1G_S = 5 + (2**31 - 8) * 25 * 2 / 50e9
 
 
 CONTROLLER_CORES = 16
+# CPU seconds a pair round costs the controller for a host it does not test (its skipped include).
+IDLE_CPU_S = 0.05
 
 
 def shape(nodes: int, gpus: int = 8, rails: int = 8) -> plan_model.Shape:
@@ -32,10 +34,11 @@ def shape(nodes: int, gpus: int = 8, rails: int = 8) -> plan_model.Shape:
     )
 
 
-def controller_s(nodes: int) -> float:
-    """A pair round's controller work for every host of the play: 1.8 CPU seconds each over 16
-    cores."""
-    return 1.8 * nodes / CONTROLLER_CORES
+def controller_s(nodes: int, tested: int | None = None) -> float:
+    """A pair round's controller work, over 16 cores: 1.8 CPU seconds for each host it tests
+    (all of them unless said), IDLE_CPU_S for each other host of the play."""
+    tested = nodes if tested is None else tested
+    return (1.8 * tested + IDLE_CPU_S * (nodes - tested)) / CONTROLLER_CORES
 
 
 def phase_s(nodes: int, plays: int = 1) -> float:
@@ -93,8 +96,9 @@ def test_over_forks_pairs_a_round_runs_in_turns_and_ansible_in_waves(
     assert pairs_phase(estimate).total_s == pytest.approx(phase_s(nodes) + (nodes - 1) * one_round)
     # The faulty node's pair of each of its nodes - 1 rounds, alone (one turn, one wave), two
     # more tries each: the repeats pack failing pairs into disjoint pairs, and all of them share
-    # the faulty node; every host of the play is still worked for.
-    assert estimate.fault_s == pytest.approx((nodes - 1) * 2 * (kinds + 1 + controller_s(nodes)))
+    # the faulty node; the pair's two hosts are worked for, the others skip the round.
+    repeat = kinds + 1 + controller_s(nodes, tested=2)
+    assert estimate.fault_s == pytest.approx((nodes - 1) * 2 * repeat)
 
 
 def test_rails_in_parallel_cost_one_rail_per_memory() -> None:
@@ -129,12 +133,13 @@ def test_staged_at_1024_nodes_is_the_all_nodes_test_plus_the_searchs_own_rounds(
     # One bad node: after the screen, 9 rounds of groups (both halves of the failing group at
     # once: groups of 512 ... 2, 1024 ... 4 hosts, Ansible's 1 s in waves of 50), then the two
     # suspects of the last pair meet two partners each in two rounds of two pairs, and each of
-    # those rounds repeats its failing pair twice (3 tries). Every round works for all 1024.
+    # those rounds repeats its failing pair twice (3 tries). The controller works for the hosts
+    # each round tests; the others skip it.
     groups = sum(
-        all_nodes_s(2**k) + 1 * math.ceil(2 ** (k + 1) / 50) + controller_s(1024)
+        all_nodes_s(2**k) + 1 * math.ceil(2 ** (k + 1) / 50) + controller_s(1024, 2 ** (k + 1))
         for k in range(1, 10)
     )
-    pairs = (2 + 2 * 2) * (ONE_ROUND + controller_s(1024))
+    pairs = 2 * (ONE_ROUND + controller_s(1024, 4)) + 2 * 2 * (ONE_ROUND + controller_s(1024, 2))
     assert estimate.fault_s == pytest.approx(groups + pairs)
 
 
@@ -145,19 +150,24 @@ def test_the_plan_takes_the_searchs_own_rounds_not_a_bound() -> None:
     assert duration.fault_search(16, 2, by_pairs=False) == played
     # Groups of 8, 4 and 2 (their all-nodes runs at once), then two rounds of pairs, each
     # repeating its failing pair twice: where 2*log2(16)+2 = 10 pair rounds were priced before.
-    groups = sum(all_nodes_s(size) + 1 + controller_s(16) for size in (8, 4, 2))
-    assert estimate.fault_s == pytest.approx(groups + (2 + 2 * 2) * (ONE_ROUND + controller_s(16)))
+    groups = sum(all_nodes_s(size) + 1 + controller_s(16, 2 * size) for size in (8, 4, 2))
+    pairs = 2 * (ONE_ROUND + controller_s(16, 4)) + 2 * 2 * (ONE_ROUND + controller_s(16, 2))
+    assert estimate.fault_s == pytest.approx(groups + pairs)
     assert "adds 5 round(s) of the search (3 of groups, 2 of pairs" in pairs_phase(estimate).note
 
 
 def test_without_the_all_reduce_the_screen_is_a_round_of_pairs() -> None:
     variables = {**DEFAULTS, "bench_pairs_mode": "staged", "bench_pairs_allreduce": False}
     estimate = duration.estimate(shape(16), variables, {})
-    one_round = ONE_ROUND - 15 + controller_s(16)
-    assert pairs_phase(estimate).total_s == pytest.approx(phase_s(16) + one_round)
-    # The failed pair's two nodes meet two partners each: two rounds of pairs; the screen and
-    # both rounds repeat their failing pair twice (3 tries).
-    assert estimate.fault_s == pytest.approx((2 + 3 * 2) * one_round)
+    one_round = ONE_ROUND - 15
+    assert pairs_phase(estimate).total_s == pytest.approx(
+        phase_s(16) + one_round + controller_s(16)
+    )
+    # The failed pair's two nodes meet two partners each: two rounds of pairs (4 hosts); the
+    # screen and both rounds repeat their failing pair twice (3 tries).
+    assert estimate.fault_s == pytest.approx(
+        2 * (one_round + controller_s(16, 4)) + 3 * 2 * (one_round + controller_s(16, 2))
+    )
 
 
 def test_auto_mode_is_all_pairs_up_to_8_nodes() -> None:

@@ -325,13 +325,21 @@ def _pairs_phase(p: _Planner, plan: steps.RunPlan, mode: str) -> tuple[PhaseCost
         else 0.0
     )
     round_waves = p.waves
-    # Every host of the play runs each round's tasks (its pair's or skipped ones) on the
-    # controller, tested or not.
-    host_share = shape.controller_s(DEFAULTS["round-cpu-per-host"].seconds)
-    p.costs.defaults_used["round-cpu-per-host"] = DEFAULTS["round-cpu-per-host"].reason
-    scale = {
-        "all-pairs": all_pairs_rounds(shape.nodes, v.flag("bench_pairs_parallel", "true") == "true")
-    }
+    for key in ("round-cpu-per-host", "round-cpu-per-idle-host"):
+        p.costs.defaults_used[key] = DEFAULTS[key].reason
+    parallel = v.flag("bench_pairs_parallel", "true") == "true"
+    scale = {"all-pairs": all_pairs_rounds(shape.nodes, parallel)}
+    # The hosts an all-pairs round tests: every one (an odd one sits out), or one pair.
+    all_pairs_tested = shape.nodes - shape.nodes % 2 if parallel else 2
+
+    def host_share(tested: int) -> float:
+        """The controller's work in a round that tests `tested` hosts of the play: theirs (the
+        pair's tasks, the collect), and every other host's skipped include."""
+        cpu_s = (
+            tested * DEFAULTS["round-cpu-per-host"].seconds
+            + (shape.nodes - tested) * DEFAULTS["round-cpu-per-idle-host"].seconds
+        )
+        return shape.controller_s(cpu_s / shape.nodes)
 
     def turns(hosts: int) -> int:
         """A round's turns, one after another (gpuval.plan.pair_rounds.rounds_of_at_most: at
@@ -341,14 +349,16 @@ def _pairs_phase(p: _Planner, plan: steps.RunPlan, mode: str) -> tuple[PhaseCost
 
     def round_s(hosts: int) -> float:
         """One round of pairs over `hosts`: its kinds once a turn, Ansible's fixed part once a
-        wave, and every host's share of the controller."""
+        wave, and the controller's work for the play's hosts, tested or not."""
         kinds_s = sum(k.total_s for k in kinds)
-        return kinds_s * turns(hosts) + round_fixed * batches(hosts, shape.forks) + host_share
+        return (
+            kinds_s * turns(hosts) + round_fixed * batches(hosts, shape.forks) + (host_share(hosts))
+        )
 
-    def controller_share(rounds: int) -> StepCost:
+    def controller_share(rounds: int, tested: int) -> StepCost:
         return StepCost(
-            "pairs", f"per round: the controller for {shape.nodes} hosts",
-            "round-cpu-per-host", rounds, host_share, "default",
+            "pairs", f"per round: the controller for {tested} hosts tested of {shape.nodes}",
+            "round-cpu-per-host", rounds, host_share(tested), "default",
         )  # fmt: skip
 
     def pair_rounds(rounds: int) -> list[StepCost]:
@@ -360,7 +370,7 @@ def _pairs_phase(p: _Planner, plan: steps.RunPlan, mode: str) -> tuple[PhaseCost
                 "pairs", overhead, "round-overhead", rounds * round_waves, round_fixed, "default"
             )
         )
-        body.append(controller_share(rounds))
+        body.append(controller_share(rounds, all_pairs_tested))
         p.costs.defaults_used["round-overhead"] = DEFAULTS["round-overhead"].reason
         return body
 
@@ -398,13 +408,15 @@ def _pairs_phase(p: _Planner, plan: steps.RunPlan, mode: str) -> tuple[PhaseCost
         round_waves, round_fixed, "default",
     )  # fmt: skip
     screen = (
-        pair_rounds(1) if by_pairs else [all_nodes(shape.nodes), group_round, controller_share(1)]
+        pair_rounds(1)
+        if by_pairs
+        else [all_nodes(shape.nodes), group_round, controller_share(1, shape.nodes)]
     )
     # Each later round of the search: its groups, or its pairs; and each round of pairs with
     # a failing pair (the screen's too, when it is by pairs) repeats that pair with the tries
     # left (repeat.yml), a round each.
     later = sum(
-        all_nodes(largest).total_s + round_fixed * batches(tested, shape.forks) + host_share
+        all_nodes(largest).total_s + round_fixed * batches(tested, shape.forks) + host_share(tested)
         if kind == "groups"
         else round_s(tested)
         for kind, tested, largest in played.stages[1:]
