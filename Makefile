@@ -139,9 +139,10 @@ collection: $(STAMP)
 
 ## bench-ansible: the suite's own overhead on simulated hosts (second benchmark.yml run on 3
 ## hosts with the GPU doubles; the pair phase on 8 hosts in rounds and one pair after another).
-## MITOGEN=DIR (pip install --target DIR mitogen) also times a run under Mitogen.
+## MITOGEN=DIR (pip install --target DIR mitogen) also times a run under Mitogen;
+## BENCH_ARGS="--skip overhead" or "--keep DIR" are passed on.
 bench-ansible: $(STAMP) system-deps test-fixtures
-	$(PY) -m tests.bench.ansible_overhead $(if $(MITOGEN),--mitogen $(MITOGEN))
+	$(PY) -m tests.bench.ansible_overhead $(if $(MITOGEN),--mitogen $(MITOGEN)) $(BENCH_ARGS)
 
 ## bench-staged: staged mode (group testing) against all pairs, side by side, on 32 simulated
 ## hosts with node7 throttled: wall time, rounds, flagged nodes. HOSTS=N and BAD="node3 node9"
