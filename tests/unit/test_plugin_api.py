@@ -246,3 +246,17 @@ def test_the_preload_callback_imports_what_every_action_plugin_imports() -> None
     loaded = set(json.loads(done.stdout))
     assert wanted - loaded == set()
     assert {f"gpuval.parsers.{name}" for name in PARSER_MODULES} <= loaded
+
+
+def test_a_gpuval_that_cannot_be_imported_in_part_does_not_stop_the_run_from_starting() -> None:
+    """The preload is only a saving: a missing part (here the parsers) is left to the action
+    plugins that need it, which say so when they run."""
+    script = (
+        "import runpy, sys\n"
+        "sys.modules['gpuval.parsers'] = None  # import gpuval.parsers raises ImportError\n"
+        f"callback = runpy.run_path({str(REPO / 'plugins/callback/gpuval_preload.py')!r})\n"
+        "callback['CallbackModule']()\n"
+        "print('started')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert (done.returncode, done.stdout) == (0, "started\n"), done.stderr
