@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -28,6 +28,7 @@ from gpuval.files.host_folder import HostFolder, host_dir
 from gpuval.files.host_folder import RefusedPath as RefusedPath
 from gpuval.files.host_folder import host_file as host_file
 from gpuval.files.parse_cache import HostCache
+from gpuval.files.workers import FORK_FROM_HOSTS, worker_pool
 from gpuval.plan.steps import pair_step
 from gpuval.records.base import Diagnostic, ParseResult
 from gpuval.schemas.validation import schema_problems
@@ -450,6 +451,45 @@ def _read_host(run_dir: Path, host: str, found: _Reading) -> None:
             found.refuse(str(refused), f"{RAW_DIR}/{host}/")
 
 
+@dataclass(frozen=True)
+class _HostJob:
+    run_dir: Path
+    host: str
+    cached: bool
+    write_back: bool
+
+
+def _read_one_host(job: _HostJob) -> _Reading:
+    """What one host's folder holds; with `job.write_back`, what was parsed kept in its cache."""
+    found = _Reading(caches={} if job.cached else None)
+    try:
+        _read_host(job.run_dir, job.host, found)
+    except OSError as exc:
+        found.diagnostics.append(
+            _error(f"cannot read host folder: {exc.strerror or exc}", f"{RAW_DIR}/{job.host}")
+        )
+    host_cache = found.caches.pop(job.host, None) if found.caches is not None else None
+    if host_cache and job.write_back:
+        # a read-only run folder: only a slower next read
+        host_cache.save(quiet=True)
+    return found
+
+
+def _read_hosts(run_dir: Path, hosts: list[str], cached: bool, write_back: bool
+                ) -> Iterator[_Reading]:  # fmt: skip
+    """What each host's folder holds, in the order of `hosts`. Hosts to parse (no cache of this
+    code) are read side by side on the controller's cores, a thousand nodes' files being tens
+    of seconds of CPU; the others here, meanwhile: unpickling their cache in a worker only to
+    pickle it again for this process would cost more than it spares."""
+    jobs = [_HostJob(run_dir, host, cached, write_back) for host in hosts]
+    to_parse = [j for j in jobs if not (cached and HostCache.of_this_code(run_dir, j.host))]
+    workers = len(to_parse) if len(hosts) >= FORK_FROM_HOSTS else 1
+    with worker_pool(workers) as pool:
+        parsed = {job.host: pool.submit(_read_one_host, job) for job in to_parse}
+        for job in jobs:
+            yield parsed[job.host].result() if job.host in parsed else _read_one_host(job)
+
+
 def read_run_folder(run_dir: Path, cached: bool = False, write_back: bool = False) -> RunFolder:
     """Read and parse a whole run folder; `cached`: each file whose parse cache entry matches
     is taken from it (`update_parse_cache` fills it); `write_back` (with `cached`): what was
@@ -476,9 +516,8 @@ def read_run_folder(run_dir: Path, cached: bool = False, write_back: bool = Fals
         raise RunFolderError(
             f"{raw_dir}: cannot list: {exc.strerror or exc}; check its permissions"
         ) from exc
-    found = _Reading(diagnostics=diagnostics, caches={} if cached else None)
+    found = _Reading(diagnostics=diagnostics)
     present: list[str] = []
-    unwritable = False  # a read-only run folder: tried once, only a slower next read
     for name in names:
         try:
             host_dir = _check_host(run_dir, name)
@@ -494,16 +533,10 @@ def read_run_folder(run_dir: Path, cached: bool = False, write_back: bool = Fals
             )
             continue
         present.append(name)
-        try:
-            _read_host(run_dir, name, found)
-        except OSError as exc:
-            found.diagnostics.append(
-                _error(f"cannot read host folder: {exc.strerror or exc}", f"{RAW_DIR}/{name}")
-            )
-        # done with that host: its cache entries are saved (when asked) and let go
-        host_cache = found.caches.pop(name, None) if found.caches is not None else None
-        if host_cache and write_back and not unwritable:
-            unwritable = host_cache.save(quiet=True) is not None
+    for host_found in _read_hosts(run_dir, present, cached, write_back):
+        found.files += host_found.files
+        found.diagnostics += host_found.diagnostics
+        found.refused += host_found.refused
     listed_hosts = [str(h) for h in meta.get("hosts", [])]
     return RunFolder(
         run_dir=run_dir,

@@ -14,13 +14,13 @@ collectives, so the collectives are the suite's real one-GPU runs: the same swee
 size, seven device lines short of an eight-GPU output.
 
 The report runs as `python -m gpuval report RUN --out OUT --quiet`, a child process: its wall
-time, its CPU time and its peak resident memory (getrusage of the children) are printed, never
-asserted (a loaded machine is no failure). Twice: cold, every file parsed, as a folder gpuval
-never read; then warm, after every host's files were read ahead into the run's parse cache as
-the collect after each phase does (that reading timed too, in one more child: on a cluster it
-is spread over the phases). Then, as after a gpuval upgrade, the parse cache removed: a report
-into the run folder, which parses everything and keeps it, and the report after it, warm again.
-The verdicts must all be the same.
+time, its CPU time and its peak memory (its largest process's, and all its processes' together)
+are printed, never asserted (a loaded machine is no failure). Twice: cold, every file parsed, as
+a folder gpuval never read; then warm, after every host's files were read ahead into the run's
+parse cache as the collect after each phase does (that reading timed too, in one more child: on
+a cluster it is spread over the phases). Then, as after a gpuval upgrade, the parse cache
+removed: a report into the run folder, which parses everything and keeps it, and the report
+after it, warm again. The verdicts must all be the same.
 
     python -m tests.bench.report_at_scale               # 1,024 nodes
     python -m tests.bench.report_at_scale --quick       # 128 nodes, to iterate
@@ -30,12 +30,14 @@ The verdicts must all be the same.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -142,9 +144,46 @@ def write_run_folder(run: Path, nodes: int) -> int:
 class Measured:
     seconds: float
     cpu_seconds: float
-    peak_mb: float
+    peak_mb: float  # the largest process
+    together_mb: float  # the command's processes together (proportional set size), at peak
     exit_status: int
     verdict_line: str
+
+
+class TreeMemory(threading.Thread):
+    """The peak of a process and its descendants' memory together, sampled every 0.1 s: their
+    proportional set sizes (a page shared by forked processes counted once, split among them;
+    Linux's /proc, else 0)."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.pid, self.peak_kb, self.done = pid, 0, threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(0.1):
+            self.peak_kb = max(self.peak_kb, sum(map(_pss_kb, _tree(self.pid))))
+
+
+def _tree(root: int) -> list[int]:
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            # the command name (2nd field) may hold spaces: the parent is 2 fields after ")"
+            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+    tree, grown = {root}, True
+    while grown:
+        found = {pid for pid, parent in parents.items() if parent in tree} - tree
+        tree |= found
+        grown = bool(found)
+    return sorted(tree)
+
+
+def _pss_kb(pid: int) -> int:
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    return 0
 
 
 # What every collect does for its host (plugins/action/gpuval_collect.py), for all of them.
@@ -159,20 +198,25 @@ for host in sorted(folder.name for folder in (run / "raw").iterdir()):
 
 
 def timed(command: list[str]) -> Measured:
-    """`command` in a child process: its own wall and CPU time and peak RSS (wait4: that child's
-    figures, not the largest of all children), its last stderr line."""
+    """`command` in a child process: its wall time, its CPU time (its worker processes'
+    included), the peak RSS of its largest process (wait4), the peak of all its processes'
+    memory together (TreeMemory), its last stderr line."""
     with tempfile.TemporaryFile() as errors:
         started = time.perf_counter()
         child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=errors)
+        memory = TreeMemory(child.pid)
+        memory.start()
         _, status, usage = os.wait4(child.pid, 0)
         seconds = time.perf_counter() - started
+        memory.done.set()
+        memory.join()
         child.returncode = os.waitstatus_to_exitcode(status)
         errors.seek(0)
         lines = errors.read().decode(errors="replace").strip().splitlines()
     # ru_maxrss: kilobytes on Linux
     return Measured(
-        seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, child.returncode,
-        lines[-1] if lines else "",
+        seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, memory.peak_kb / 1024,
+        child.returncode, lines[-1] if lines else "",
     )  # fmt: skip
 
 
@@ -184,8 +228,8 @@ def time_report(run: Path, out: Path | None) -> Measured:
 
 
 def figures(measured: Measured) -> str:
-    return (f"{measured.seconds:.1f} s ({measured.cpu_seconds:.1f} s CPU), "
-            f"{measured.peak_mb:.0f} MB peak")  # fmt: skip
+    return (f"{measured.seconds:.1f} s ({measured.cpu_seconds:.1f} s CPU), {measured.peak_mb:.0f}"
+            f" MB peak, {measured.together_mb:.0f} MB with its workers")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,6 +12,7 @@ import pickle
 import shutil
 from array import array
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -44,6 +45,13 @@ def copied(source: Path, tmp_path: Path) -> Path:
 def fill(run: Path) -> None:
     for host in sorted(p.name for p in (run / "raw").iterdir()):
         update_parse_cache(run, host)
+
+
+def cached_entries(path: Path) -> tuple[bytes, dict[str, Any]]:
+    """A cache file's first line (its code) and its entries."""
+    header, _, pickled = path.read_bytes().partition(b"\n")
+    entries: dict[str, Any] = pickle.loads(pickled)
+    return header + b"\n", entries
 
 
 def read(folder: RunFolder) -> tuple[list[RawFile], list[Diagnostic], list[Diagnostic]]:
@@ -123,11 +131,9 @@ def test_a_cache_naming_anything_but_records_runs_nothing_and_is_ignored(
     fill(run)
     monkeypatch.chdir(tmp_path)
     for path in (run / parse_cache.CACHE_DIR).iterdir():
-        document = pickle.loads(path.read_bytes())
-        document["entries"] = {
-            name: (*entry[:2], _Planted()) for name, entry in document["entries"].items()
-        }
-        path.write_bytes(pickle.dumps(document))
+        header, entries = cached_entries(path)
+        planted = {name: (*entry[:2], _Planted()) for name, entry in entries.items()}
+        path.write_bytes(header + pickle.dumps(planted))
     assert read(read_run_folder(run, cached=True)) == read(read_run_folder(run))
     assert not (tmp_path / "planted").exists()
 
@@ -136,8 +142,38 @@ def test_a_broken_cache_file_is_ignored(tmp_path: Path) -> None:
     run = copied(SAMPLE, tmp_path)
     fill(run)
     for path in (run / parse_cache.CACHE_DIR).iterdir():
-        path.write_bytes(b"not a pickle")
+        header, _ = cached_entries(path)
+        path.write_bytes(header + b"not a pickle")
     assert read(read_run_folder(run, cached=True)) == read(read_run_folder(run))
+
+
+def test_a_cache_file_without_the_code_line_is_read_as_none_silently(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A cache written before the first line named its code: the first report after the
+    upgrade reads everything again and says nothing of the thousand files it does not use."""
+    run = copied(SAMPLE, tmp_path)
+    fill(run)
+    hosts = sorted(p.name for p in (run / "raw").iterdir())
+    for path in (run / parse_cache.CACHE_DIR).iterdir():
+        _, entries = cached_entries(path)
+        path.write_bytes(pickle.dumps({"code": parse_cache.code_digest(), "entries": entries}))
+    assert not any(parse_cache.HostCache.of_this_code(run, host) for host in hosts)
+    with caplog.at_level(logging.WARNING):
+        assert read(read_run_folder(run, cached=True)) == read(read_run_folder(run))
+    assert caplog.records == []
+
+
+def test_a_host_has_a_cache_of_this_code_only_once_one_was_written_by_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = copied(SAMPLE, tmp_path)
+    host = sorted(p.name for p in (run / "raw").iterdir())[0]
+    assert not parse_cache.HostCache.of_this_code(run, host)
+    update_parse_cache(run, host)
+    assert parse_cache.HostCache.of_this_code(run, host)
+    monkeypatch.setattr(parse_cache, "code_digest", lambda: "0.0.0:edited parsers")
+    assert not parse_cache.HostCache.of_this_code(run, host)
 
 
 def test_a_cache_file_cut_short_is_ignored(tmp_path: Path) -> None:
@@ -245,9 +281,9 @@ def test_a_cache_with_a_table_of_inconsistent_sizes_is_ignored(tmp_path: Path) -
     run = copied(SAMPLE, tmp_path)
     update_parse_cache(run, "lambda-4xh100")
     path = run / parse_cache.CACHE_DIR / f"lambda-4xh100{parse_cache.CACHE_SUFFIX}"
-    document = pickle.loads(path.read_bytes())
+    header, entries = cached_entries(path)
     broken = NcclTable.of([NcclRow(8, out_of_place=NcclHalf(1.0))])
     broken.numbers.append(1.0)  # a row's numbers one short
-    document["entries"]["extra.txt"] = ((0, 0, 0, 0), (None,), broken)
-    path.write_bytes(pickle.dumps(document))
+    entries["extra.txt"] = ((0, 0, 0, 0), (None,), broken)
+    path.write_bytes(header + pickle.dumps(entries))
     assert parse_cache.HostCache(run, "lambda-4xh100", CACHED_MODULES).found == {}

@@ -35,6 +35,9 @@ from gpuval.files.atomic import OutputError, write_output
 
 CACHE_DIR = "parse-cache"
 CACHE_SUFFIX = ".pickle"
+# A cache file: this line with the code digest that wrote it, then the pickled entries; a reader
+# tells whether a cache is of its own code from the line alone.
+CACHE_HEADER = b"gpuval parse cache "
 PACKAGE = Path(__file__).resolve().parents[1]  # the gpuval package folder
 
 # file identity: inode, size, modification and change time (ns)
@@ -60,12 +63,18 @@ def code_digest() -> str:
     return f"{__version__}:{digest.hexdigest()}"
 
 
+def _header() -> bytes:
+    return CACHE_HEADER + code_digest().encode() + b"\n"
+
+
 class _AllowedUnpickler(pickle.Unpickler):
     """Builds the dataclasses defined in the allowed modules and plain containers, nothing
     else."""
 
-    def __init__(self, data: bytes, allowed: tuple[str, ...]) -> None:
-        super().__init__(io.BytesIO(data))
+    def __init__(self, data: bytes, allowed: tuple[str, ...], start: int = 0) -> None:
+        stream = io.BytesIO(data)
+        stream.seek(start)
+        super().__init__(stream)
         self.allowed = allowed
 
     def find_class(self, module: str, name: str) -> Any:
@@ -86,20 +95,35 @@ class HostCache:
         self.kept: Entries = {}
         self.changed = False
 
+    @staticmethod
+    def of_this_code(run_dir: Path, host: str) -> bool:
+        """Whether the host has a cache file written by this code (its first line alone read):
+        whether reading the host will take most of its files from it."""
+        path = run_dir / CACHE_DIR / f"{host}{CACHE_SUFFIX}"
+        header = _header()
+        try:
+            with path.open("rb") as stream:
+                return stat.S_ISREG(os.fstat(stream.fileno()).st_mode) and (
+                    stream.read(len(header)) == header
+                )
+        except OSError:
+            return False
+
     def _load(self, allowed: tuple[str, ...]) -> Entries:
+        header = _header()
         try:
             status = self.path.lstat()
             if not stat.S_ISREG(status.st_mode):
                 return {}
-            document = _AllowedUnpickler(self.path.read_bytes(), allowed).load()
+            data = self.path.read_bytes()
+            if not data.startswith(header):  # another code's cache (an upgrade): read again
+                return {}
+            entries = _AllowedUnpickler(data, allowed, len(header)).load()
         except (FileNotFoundError, NotADirectoryError):  # no cache (yet)
             return {}
         except Exception as problem:  # any broken or foreign file: read everything again
             _log.warning("%s: ignored, everything is read again (%s)", self.path, problem)
             return {}
-        if not isinstance(document, dict) or document.get("code") != code_digest():
-            return {}
-        entries = document.get("entries")
         return entries if isinstance(entries, dict) else {}
 
     def get(self, name: str, status: os.stat_result, variant: tuple[str | None, ...]) -> Any:
@@ -122,14 +146,15 @@ class HostCache:
         (and logged as a warning unless `quiet`)."""
         if not self.changed and len(self.kept) == len(self.found):
             return None
-        document = {"code": code_digest(), "entries": self.kept}
         with contextlib.suppress(OSError):
             self.path.parent.mkdir(exist_ok=True)
         try:
             # No fsync (a thousand hosts' caches synced one by one cost the report seconds): a
             # cache file a power loss leaves torn is read as no cache, and parsed again.
             write_output(
-                self.path, pickle.dumps(document, protocol=pickle.HIGHEST_PROTOCOL), durable=False
+                self.path,
+                _header() + pickle.dumps(self.kept, protocol=pickle.HIGHEST_PROTOCOL),
+                durable=False,
             )
         except OutputError as problem:
             if not quiet:
