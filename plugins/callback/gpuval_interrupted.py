@@ -10,6 +10,7 @@ from typing import Any
 
 from ansible import context
 from ansible.executor.playbook_executor import PlaybookExecutor
+from ansible.executor.process.worker import WorkerProcess
 from ansible.executor.task_queue_manager import TaskQueueManager
 from ansible.plugins.callback import CallbackBase
 from ansible.utils.context_objects import CLIArgs
@@ -48,6 +49,7 @@ class CallbackModule(CallbackBase):
         self._play: Any = None
         self._ended = False
         _watch_for_interruption(self)
+        _closed_workers_are_not_alive()
 
     def v2_playbook_on_start(self, playbook: Any) -> None:
         self._playbook_file = playbook._file_name
@@ -104,3 +106,20 @@ def _watch_for_interruption(callback: CallbackModule) -> None:
 
     run_then_finish.gpuval_original = run  # type: ignore[attr-defined]
     TaskQueueManager.run = run_then_finish
+
+
+def _closed_workers_are_not_alive() -> None:
+    """ansible-core's strategy closes a finished worker's process object before its successor
+    takes the slot; a Ctrl-C between the two had the signal handler and the clean-up ask the
+    closed object is_alive(), which raises ValueError: the run ended in a traceback, neither
+    collected nor reported. A closed process is not alive."""
+    is_alive = getattr(WorkerProcess.is_alive, "gpuval_original", WorkerProcess.is_alive)
+
+    def is_alive_unless_closed(worker: WorkerProcess) -> bool:
+        try:
+            return bool(is_alive(worker))
+        except ValueError:  # "process object is closed"
+            return False
+
+    is_alive_unless_closed.gpuval_original = is_alive  # type: ignore[attr-defined]
+    WorkerProcess.is_alive = is_alive_unless_closed
