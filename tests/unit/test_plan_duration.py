@@ -73,10 +73,10 @@ ALL_PAIRS_RAIL_BY_RAIL = {
 
 def test_16_nodes_all_pairs_round_by_round() -> None:
     estimate = duration.estimate(shape(16), ALL_PAIRS_RAIL_BY_RAIL, {})
-    # iperf3 2 x (10 + 1) s, torch all-reduce 15 s, nccl pair sweep + 2 x 0.1 s launch,
+    # iperf3 2 x (10 + 0.1) s, torch all-reduce 15 s, nccl pair sweep + 2 x 0.1 s launch,
     # 8 rails x 2 memories x (5 + 2) s one after another; per round 0.5 s of Ansible, 0.5 s
     # of collect and the controller's work for the 16 hosts.
-    one_round = 22 + 15 + (NCCL_1G_S + 0.2) + 8 * 2 * 7 + 1 + controller_s(16)
+    one_round = 20.2 + 15 + (NCCL_1G_S + 0.2) + 8 * 2 * 7 + 1 + controller_s(16)
     assert estimate.pair_rounds == 15
     assert pairs_phase(estimate).total_s == pytest.approx(phase_s(16) + 15 * one_round)
 
@@ -89,7 +89,7 @@ def test_over_forks_pairs_a_round_runs_in_turns_and_ansible_in_waves(
     wave each), every kind once a turn; Ansible's fixed part once per wave of 50 hosts, its
     work for each host once a round."""
     estimate = duration.estimate(shape(nodes), {**DEFAULTS, "bench_pairs_mode": "all-pairs"}, {})
-    kinds = 22 + 15 + (NCCL_1G_S + 0.2) + 2 * 7
+    kinds = 20.2 + 15 + (NCCL_1G_S + 0.2) + 2 * 7
     waves = math.ceil(nodes / 50)
     one_round = turns * kinds + waves * 1 + controller_s(nodes)
     assert estimate.pair_rounds == nodes - 1
@@ -110,10 +110,10 @@ def test_rails_in_parallel_cost_one_rail_per_memory() -> None:
     assert saved == pytest.approx(15 * 7 * 2 * 7)  # 15 rounds, 7 of the 8 rails, 2 memories, 7 s
 
 
-# One round of pairs with the role defaults, rails in parallel: iperf3 2 x (10 + 1) s, torch
+# One round of pairs with the role defaults, rails in parallel: iperf3 2 x (10 + 0.1) s, torch
 # all-reduce 15 s, nccl pair sweep + 2 x 0.1 s launch, 2 memories x (5 + 2) s, 0.5 s Ansible +
 # 0.5 s collect; the controller's work for every host of the play comes on top.
-ONE_ROUND = 22 + 15 + (NCCL_1G_S + 0.2) + 2 * 7 + 1
+ONE_ROUND = 20.2 + 15 + (NCCL_1G_S + 0.2) + 2 * 7 + 1
 
 
 def all_nodes_s(size: int) -> float:

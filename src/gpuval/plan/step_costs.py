@@ -103,7 +103,12 @@ DEFAULTS: dict[str, Default] = {
         "mpirun/torchrun start-up grows with the nodes (ssh launch, rendezvous): a guess "
         "until a run at that scale records it",
     ),
-    "iperf3-start": Default(1.0, "iperf3 connect and JSON report, per direction"),
+    "iperf3-start": Default(
+        0.1,
+        "iperf3 connect and JSON report, per direction: 82 clients of `-t 2` between simulated "
+        "hosts ran 2.02-2.08 s (make bench-staged HOSTS=8); a real network adds its round trips. "
+        "Ansible's part of the task is in round-cpu-per-host",
+    ),
     "allreduce-pair": Default(
         15.0,
         "the torch all-reduce pair: torch import, NCCL init over the network, a 1M-64M "
