@@ -176,6 +176,24 @@ def test_a_host_has_a_cache_of_this_code_only_once_one_was_written_by_it(
     assert not parse_cache.HostCache.of_this_code(run, host)
 
 
+def test_a_link_where_a_cache_goes_is_never_followed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A symbolic link in parse-cache/ to a valid cache of this code: neither counted as the
+    host's cache nor read, by both readers alike; the host's files are parsed instead."""
+    run = copied(SAMPLE, tmp_path)
+    host = sorted(p.name for p in (run / "raw").iterdir())[0]
+    update_parse_cache(run, host)
+    cache_file = run / parse_cache.CACHE_DIR / f"{host}{parse_cache.CACHE_SUFFIX}"
+    elsewhere = tmp_path / "elsewhere.pickle"
+    cache_file.rename(elsewhere)
+    cache_file.symlink_to(elsewhere)
+    assert not parse_cache.HostCache.of_this_code(run, host)
+    with caplog.at_level(logging.WARNING):
+        assert parse_cache.HostCache(run, host, CACHED_MODULES).found == {}
+    assert caplog.records == []
+
+
 def test_a_cache_file_cut_short_is_ignored(tmp_path: Path) -> None:
     """What a power loss may leave of a cache file (they are written without fsync)."""
     run = copied(SAMPLE, tmp_path)

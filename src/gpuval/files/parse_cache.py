@@ -19,16 +19,18 @@ whole, and everything is read again.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import io
 import logging
 import os
 import pickle
 import stat
+from collections.abc import Iterator
 from dataclasses import is_dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from gpuval import __version__
 from gpuval.files.atomic import OutputError, write_output
@@ -86,6 +88,21 @@ class _AllowedUnpickler(pickle.Unpickler):
         raise pickle.UnpicklingError(f"{module}.{name} is not allowed in a parse cache")
 
 
+@contextlib.contextmanager
+def _open_regular(path: Path) -> Iterator[BinaryIO | None]:
+    """`path` open for reading when it is a regular file; None for anything else, a symbolic
+    link included (never followed). OSError (FileNotFoundError: no cache yet) as opening."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as problem:
+        if problem.errno != errno.ELOOP:  # ELOOP: the link O_NOFOLLOW refused
+            raise
+        yield None
+        return
+    with os.fdopen(descriptor, "rb") as stream:
+        yield stream if stat.S_ISREG(os.fstat(descriptor).st_mode) else None
+
+
 class HostCache:
     """One host's cache: the entries found valid on load; those used or added, saved."""
 
@@ -99,23 +116,20 @@ class HostCache:
     def of_this_code(run_dir: Path, host: str) -> bool:
         """Whether the host has a cache file written by this code (its first line alone read):
         whether reading the host will take most of its files from it."""
-        path = run_dir / CACHE_DIR / f"{host}{CACHE_SUFFIX}"
         header = _header()
         try:
-            with path.open("rb") as stream:
-                return stat.S_ISREG(os.fstat(stream.fileno()).st_mode) and (
-                    stream.read(len(header)) == header
-                )
+            with _open_regular(run_dir / CACHE_DIR / f"{host}{CACHE_SUFFIX}") as stream:
+                return stream is not None and stream.read(len(header)) == header
         except OSError:
             return False
 
     def _load(self, allowed: tuple[str, ...]) -> Entries:
         header = _header()
         try:
-            status = self.path.lstat()
-            if not stat.S_ISREG(status.st_mode):
-                return {}
-            data = self.path.read_bytes()
+            with _open_regular(self.path) as stream:
+                if stream is None:
+                    return {}
+                data = stream.read()
             if not data.startswith(header):  # another code's cache (an upgrade): read again
                 return {}
             entries = _AllowedUnpickler(data, allowed, len(header)).load()
