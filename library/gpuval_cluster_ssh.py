@@ -117,7 +117,7 @@ def block_span(lines: list[str], marker: str, path: str) -> tuple[int, int] | No
     """The managed block of `lines` (of the file `path`), as (BEGIN line, END line + 1); None when
     there is none. UnclosedBlock when the END line is missing."""
     begin, end = f"# BEGIN {marker}", f"# END {marker}"
-    stripped = [line.rstrip("\n") for line in lines]
+    stripped = [line.rstrip("\r\n") for line in lines]
     if begin not in stripped:
         return None
     start = stripped.index(begin)
@@ -137,7 +137,7 @@ def with_block(lines: list[str], marker: str, text: str, path: str) -> list[str]
     body = [f"{line}\n" for line in text.splitlines()]
     block = [f"# BEGIN {marker}\n", *body, f"# END {marker}\n"] if body else []
     before = lines[:start]
-    if before and block and not before[-1].endswith("\n"):
+    if before and block and not before[-1].endswith(("\n", "\r")):
         before = [*before[:-1], before[-1] + "\n"]
     return before + block + lines[stop:]
 
@@ -157,15 +157,17 @@ def with_run_key(lines: list[str], params: dict[str, Any]) -> list[str]:
         elif not gpuval_key(old, params["key_comment_prefix"]):
             kept.append(old)
     if not placed:
-        if kept and not kept[-1].endswith("\n"):
+        if kept and not kept[-1].endswith(("\n", "\r")):
             kept[-1] += "\n"
         kept.append(line)
     return kept
 
 
 def read_lines(path: str) -> list[str] | None:
+    """The file's lines with their own line endings (newline=""): a rewrite keeps every line
+    it does not change byte for byte, CRLF included."""
     try:
-        with open(path, encoding="utf-8", errors="surrogateescape") as handle:
+        with open(path, encoding="utf-8", errors="surrogateescape", newline="") as handle:
             return handle.readlines()
     except FileNotFoundError:
         return None
@@ -230,7 +232,9 @@ class SshFolder:
     def _replace(target: str, lines: list[str], owner: tuple[int, int], mode: int) -> None:
         descriptor, temporary = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".gpuval-")
         try:
-            with os.fdopen(descriptor, "w", encoding="utf-8", errors="surrogateescape") as out:
+            with os.fdopen(
+                descriptor, "w", encoding="utf-8", errors="surrogateescape", newline=""
+            ) as out:
                 out.writelines(lines)
             os.chown(temporary, *owner)
             os.chmod(temporary, mode)

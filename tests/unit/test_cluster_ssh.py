@@ -7,12 +7,16 @@ changes nothing."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import stat
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
-from tests.ansible_modules import run_module
+from hypothesis import given
+from hypothesis import strategies as st
+from tests.ansible_modules import LIBRARY, run_module
 
 MARKER = "gpuval cluster hosts (managed by Ansible role openmpi)"
 PERSON = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPerson alice@laptop\n"
@@ -217,3 +221,75 @@ def test_a_public_key_of_another_comment_is_refused(tmp_path: Path) -> None:
     assert result.get("failed") is True
     assert result["msg"] == "public_key must end in its comment 'gpuval.cluster-run8'"
     assert list(home.iterdir()) == []
+
+
+def _module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "gpuval_cluster_ssh", LIBRARY / "gpuval_cluster_ssh.py"
+    )
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+SSH = _module()
+PARAMS = {
+    "key_comment_prefix": "gpuval.cluster", "key_comment": "gpuval.cluster-run8",
+    "public_key": PUBLIC, "authorized_from": ["10.0.0.1", "10.0.0.2"],
+}  # fmt: skip
+# A user's own lines: any text, each with its own line ending (the last one maybe none), never
+# a gpuval key nor one of the blocks' marker lines.
+ENDINGS = st.sampled_from(["\n", "\r\n"])
+TEXT = st.text(st.characters(blacklist_characters="\r\n", blacklist_categories=["Cs"]))
+USER_LINES = (
+    st.lists(st.tuples(TEXT, ENDINGS), max_size=8)
+    .map(lambda lines: [text + ending for text, ending in lines])
+    .filter(
+        lambda lines: (
+            not any(
+                SSH.gpuval_key(line, "gpuval.cluster") or line.startswith(("# BEGIN", "# END"))
+                for line in lines
+            )
+        )
+    )
+)
+GPUVAL_LINES = st.lists(
+    st.sampled_from([KEYS[1], KEYS[2], RUN8, 'from="10.9.9.9" ' + PUBLIC + "\r\n"]), max_size=3
+)
+
+
+@given(user=USER_LINES, gpuval=GPUVAL_LINES, at=st.integers(0, 8), cut=st.booleans())
+def test_the_run_key_leaves_every_user_line_as_it_was(
+    user: list[str], gpuval: list[str], at: int, cut: bool
+) -> None:
+    """Whatever the user's authorized_keys holds, wherever older gpuval keys lie in it (and
+    whether its last line ends in a newline): after the set-up the user's lines are there byte
+    for byte and in order, the run's key once, no other gpuval key; a second set-up changes
+    nothing, and the end of the run leaves the user's lines alone."""
+    lines = user[:at] + gpuval + user[at:]
+    if cut and lines and lines[-1] in user[at:] and user:  # a last line without its newline
+        user = [*user[:-1], user[-1].rstrip("\r\n")]
+        lines = [*lines[:-1], user[-1]]
+    trusted = SSH.with_run_key(lines, PARAMS)
+    assert [line for line in trusted if SSH.gpuval_key(line, "gpuval.cluster")] == [RUN8]
+    appended = not any(line.split()[-1] == PARAMS["key_comment"] for line in gpuval)
+    ended = "\n" if appended and user and not user[-1].endswith(("\n", "\r")) else ""
+    assert "".join(line for line in trusted if line != RUN8) == "".join(user) + ended
+    assert SSH.with_run_key(trusted, PARAMS) == trusted
+    revoked = [line for line in trusted if not SSH.gpuval_key(line, "gpuval.cluster")]
+    assert "".join(revoked) == "".join(user) + ended
+
+
+@given(
+    user=USER_LINES,
+    text=st.lists(TEXT.filter(lambda t: not t.startswith("# ")), min_size=1, max_size=4),
+)
+def test_a_block_is_added_once_and_taken_out_whole(user: list[str], text: list[str]) -> None:
+    """known_hosts and the ssh config: the block added after the user's lines, the same block
+    again changes nothing, and an empty one leaves the user's lines as they were."""
+    block_text = "\n".join(text)
+    added = SSH.with_block(user, MARKER, block_text, "config")
+    assert added[: len(user)] == user
+    assert SSH.with_block(added, MARKER, block_text, "config") == added
+    assert SSH.with_block(added, MARKER, "", "config") == user
