@@ -28,8 +28,8 @@ description:
     and removes every other gpuval key (comment O(key_comment_prefix) or
     C(O(key_comment_prefix)-...), left by a run that did not finish), and puts O(known_hosts)
     and O(config) between C(# BEGIN <block_marker>) and C(# END <block_marker>) in
-    C(~/.ssh/known_hosts) (0644) and C(~/.ssh/config) (0600): the block is replaced where it
-    is, else added at the end; an empty text removes it. Every file belongs to O(user).
+    C(~/.ssh/known_hosts) (0644) and C(~/.ssh/config) (0600), the block replaced where it
+    is, else added at the end, and removed by an empty text. Every file belongs to O(user).
   - O(state=absent) removes every gpuval key from C(authorized_keys), the files O(key_name)
     and C(O(key_name).pub), and the block of C(~/.ssh/config).
   - A C(# BEGIN) line without its C(# END) after it (a hand-edited file) is refused. The
