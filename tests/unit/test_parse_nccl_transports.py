@@ -21,7 +21,7 @@ def run_of(*names: str) -> NcclRun:
 def test_mnnvl_on_gb200_is_said_and_its_channels_are_p2p_mnnvl() -> None:
     run = run_of("nccl-issue2303-gb200-mnnvl-enable-1.txt")
     assert run.mnnvl is True
-    assert run.channel_transports == ["P2P/MNNVL"]
+    assert run.channel_transports == ("P2P/MNNVL",)
 
 
 def test_network_plugin_loaded_is_no_channel_over_the_network() -> None:
@@ -35,7 +35,7 @@ def test_network_plugin_loaded_is_no_channel_over_the_network() -> None:
 def test_mnnvl_off_is_said_and_its_channels_are_p2p_cumem() -> None:
     run = run_of("nccl-issue2303-gb200-mnnvl-enable-0.txt")
     assert run.mnnvl is False
-    assert run.channel_transports == ["P2P/CUMEM"]
+    assert run.channel_transports == ("P2P/CUMEM",)
 
 
 def test_mnnvl_busid_line_alone_says_nothing() -> None:
@@ -52,7 +52,7 @@ def test_mnnvl_busid_line_alone_says_nothing() -> None:
 def test_net_ib_channels_are_channel_transports() -> None:
     run = run_of("nccl-issue1357-h100-ibext-gdrdma-channels.txt")
     assert run.mnnvl is None
-    assert run.channel_transports == ["NET/IBext/GDRDMA", "P2P/CUMEM"]
+    assert run.channel_transports == ("NET/IBext/GDRDMA", "P2P/CUMEM")
 
 
 def test_rack_table_with_mnnvl_lines_keeps_both() -> None:

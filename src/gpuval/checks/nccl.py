@@ -4,6 +4,7 @@ transport carried the data, and how its large-message busbw compares with the re
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpuval.catalog import nvlink_count
@@ -263,7 +264,7 @@ def judged_sample(samples: list[Sample], min_bytes: int) -> BusbwChoice | None:
     return BusbwChoice(floor, note)
 
 
-def _algorithm_seen(algorithms: list[str], env: dict[str, str]) -> bool:
+def _algorithm_seen(algorithms: Sequence[str], env: dict[str, str]) -> bool:
     words = [*algorithms, env.get("NCCL_ALGO", "")]
     return any("nvls" in w.lower() or "collnet" in w.lower() for w in words)
 
@@ -274,7 +275,7 @@ def bandwidth_check(
     check_id: str,
     samples: list[Sample],
     reference: Reference,
-    algorithms: list[str],
+    algorithms: Sequence[str],
     owner: str,
 ) -> None:
     judged = judged_sample(samples, judge.thresholds.large_message_min_bytes)

@@ -101,7 +101,7 @@ def _run(document: dict[str, Any], lines: int, result: ParseResult) -> NcclRun:
         run.header.update(_header(config))
         run.devices = [_device(d) for d in config.get("devices", []) if isinstance(d, dict)]
         run.nranks = len(run.devices) or None
-    run.hosts = sorted({d.host for d in run.devices if d.host})
+    run.hosts = tuple(sorted({d.host for d in run.devices if d.host}))
     results = document.get("results")
     for index, entry in enumerate(results if isinstance(results, list) else []):
         row = _row(entry)

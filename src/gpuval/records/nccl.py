@@ -393,6 +393,11 @@ class NcclOutOfBounds:
     ok: bool
 
 
+# The one empty mapping of every parsed run that has none: a dict, so that it pickles into the
+# parse cache (as one object), read-only by its type.
+NO_MAPPING: Mapping[str, Any] = {}
+
+
 @dataclass(slots=True)
 class NcclRun:
     """One run of one nccl-tests / rccl-tests binary, as far as the output shows it."""
@@ -416,16 +421,18 @@ class NcclRun:
     columns: tuple[str, ...] = ()
     extra_columns: tuple[str, ...] = ()
     time_column: str = "time"
-    hosts: list[str] = field(default_factory=list)
-    nccl_versions_by_host: dict[str, str] = field(default_factory=dict)
-    transports: list[str] = field(default_factory=list)
+    # Read-only once parsed and empty in most runs of a long log: as tuples, and the mappings
+    # as NO_MAPPING when empty, such a run's cost nothing.
+    hosts: tuple[str, ...] = ()
+    nccl_versions_by_host: Mapping[str, str] = field(default_factory=dict)
+    transports: tuple[str, ...] = ()
     # What `Channel ... via X` lines named (the data's paths), and whether NCCL said the run
     # used multi-node NVLink (None: not said); both from NCCL_DEBUG=INFO.
-    channel_transports: list[str] = field(default_factory=list)
+    channel_transports: tuple[str, ...] = ()
     mnnvl: bool | None = None
     # Per host, the HCA ports (`mlx5_0:1`) its NCCL listed in `NET/IB : Using` (NCCL_DEBUG=INFO)
-    ib_hcas_by_host: dict[str, list[str]] = field(default_factory=dict)
-    algorithms: list[str] = field(default_factory=list)
+    ib_hcas_by_host: Mapping[str, list[str]] = field(default_factory=dict)
+    algorithms: tuple[str, ...] = ()
     nccl_warnings: list[NcclWarning] = field(default_factory=list)
     failures: list[NcclFailure] = field(default_factory=list)
     # Every line that says FAILED (text output; a -J report's verdicts are out_of_bounds.ok

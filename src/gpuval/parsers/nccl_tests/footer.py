@@ -11,7 +11,7 @@ from collections.abc import Callable
 from gpuval.parsers import nccl_debug, nccl_json
 from gpuval.parsers.text import parse_int, parse_number
 from gpuval.records.base import ParseResult
-from gpuval.records.nccl import NcclFailure, NcclOutOfBounds, NcclRun
+from gpuval.records.nccl import NO_MAPPING, NcclFailure, NcclOutOfBounds, NcclRun
 
 _FAILURE = re.compile(
     r"^(?:(?P<host>\S+): )?(?:Test )?(?P<kind>NCCL|CUDA|Cuda) failure "
@@ -130,16 +130,16 @@ def finish_run(
     it is incomplete."""
     run.end_line = last_line
     run.nccl_version = facts.version or run.runtime_versions.get("RCCL") or _library_version(run)
-    run.nccl_versions_by_host = dict(sorted(facts.versions_by_host.items()))
-    run.transports = sorted(facts.transports)
-    run.channel_transports = sorted(facts.channel_transports)
+    run.nccl_versions_by_host = dict(sorted(facts.versions_by_host.items())) or NO_MAPPING
+    run.transports = tuple(sorted(facts.transports))
+    run.channel_transports = tuple(sorted(facts.channel_transports))
     run.mnnvl = facts.mnnvl
-    run.ib_hcas_by_host = dict(sorted(facts.hcas_by_host.items()))
-    run.algorithms = sorted(facts.algorithms)
+    run.ib_hcas_by_host = dict(sorted(facts.hcas_by_host.items())) or NO_MAPPING
+    run.algorithms = tuple(sorted(facts.algorithms))
     run.nccl_warnings = facts.warnings
     hosts = {d.host for d in run.devices if d.host} | facts.hosts
     hosts |= {f.host for f in run.failures if f.host}
-    run.hosts = sorted(hosts)
+    run.hosts = tuple(sorted(hosts))
     run.nranks = _nranks(run, facts)
     for number, message in facts.version_conflicts:
         result.warn(message, number)

@@ -27,7 +27,7 @@ from gpuval.parsers.nccl_tests.table import (
 )
 from gpuval.parsers.text import QUOTED_CHARS, clipped, quoted, strip_launcher_prefix
 from gpuval.records.base import ParseResult
-from gpuval.records.nccl import NcclFailedLine, NcclRun
+from gpuval.records.nccl import NcclDevice, NcclFailedLine, NcclRun
 
 # Stages a run goes through; a marker of an earlier-or-equal stage than reached opens a new run.
 _VERSION, _STARTING, _PARAMS, _DEVICES, _TABLE, _ROWS, _FOOTER = range(1, 8)
@@ -89,6 +89,10 @@ class TextReader:
         # One object per distinct key cell and column name of the whole log (see parse_row).
         self.shared: dict[str, int | str] = {}
         self.column_headers: dict[tuple[str, tuple[str, ...] | None], _ColumnHeader] = {}
+        # Equal runs' headers and device lists, one object each (see _share_with_equal_runs).
+        self.headers: dict[tuple[tuple[str, int | str | bool], ...], dict[str, int | str | bool]]
+        self.headers = {}
+        self.devices: dict[tuple[tuple[object, ...], ...], list[NcclDevice]] = {}
 
     # ---- driving -------------------------------------------------------------------------
     def run(self, blocks: Iterable[tuple[list[str], bool]]) -> None:
@@ -182,12 +186,23 @@ class TextReader:
     # ---- runs ----------------------------------------------------------------------------
     def _new_run(self, number: int) -> _Builder:
         self._flush_partial()
-        if self.current is not None and self.current.facts is not None:
-            # no more lines of its own: its kept lines need no keeping
-            nccl_debug.read_kept(self.current.facts)
+        if self.current is not None:
+            self._share_with_equal_runs(self.current.run)
+            if self.current.facts is not None:
+                # no more lines of its own: its kept lines need no keeping
+                nccl_debug.read_kept(self.current.facts)
         self.current = _Builder(NcclRun(start_line=number), last_line=number)
         self.builders.append(self.current)
         return self.current
+
+    def _share_with_equal_runs(self, run: NcclRun) -> None:
+        """A run whose lines are all read: its header and device lines, which a log of many runs
+        prints alike run after run, made one object with an equal earlier run's (a parsed run
+        is never changed; they were a sixth of a long log's records)."""
+        run.header = self.headers.setdefault(tuple(run.header.items()), run.header)
+        devices = tuple((d.rank, d.group, d.pid, d.host, d.device, d.pci_bus, d.name)
+                        for d in run.devices)  # fmt: skip
+        run.devices = self.devices.setdefault(devices, run.devices)
 
     def _open(self, number: int, stage: int) -> _Builder:
         """The run a marker of `stage` belongs to: the current one, or a new one when the
@@ -401,6 +416,8 @@ class TextReader:
 
     # ---- finishing -----------------------------------------------------------------------
     def _finish(self) -> None:
+        if self.current is not None:
+            self._share_with_equal_runs(self.current.run)
         for facts in [self.preamble, *(b.facts for b in self.builders if b.facts is not None)]:
             nccl_debug.digest(facts)
         builders = [b for b in self.builders if _has_content(b)]
