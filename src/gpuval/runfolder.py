@@ -133,6 +133,9 @@ def _warning(message: str, source: str, line: int | None = None) -> Diagnostic:
 # A lone UTF-16 surrogate: what a JSON escape like "\udcff" decodes to, which no UTF-8 output
 # (the report, the history database) can hold.
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+# The escape that can make one; text read with errors="replace" holds none itself. A document
+# without it (nearly every sidecar) is not walked string by string.
+SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 def _encodable(value: Any) -> Any:
@@ -154,7 +157,8 @@ def load_json(path: Path, source: str) -> tuple[Any, Diagnostic | None]:
     except OSError as exc:
         return None, _error(f"cannot read: {exc.strerror or exc}", source)
     try:
-        return _encodable(json.loads(text)), None
+        document = json.loads(text)
+        return (_encodable(document) if SURROGATE_ESCAPE.search(text) else document), None
     except json.JSONDecodeError as exc:
         return None, _error(
             f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})", source, exc.lineno

@@ -11,7 +11,7 @@ import pytest
 
 from gpuval.evidence import build_evidence
 from gpuval.files import atomic
-from gpuval.runfolder import RunFolder, RunFolderError, read_run_folder
+from gpuval.runfolder import RunFolder, RunFolderError, load_json, read_run_folder
 
 SAMPLE = Path(__file__).parents[1] / "data" / "sample-run"
 TOPO = (SAMPLE / "raw" / "dual-gpu-pcie" / "nvidia-smi-topo.txt").read_text()
@@ -223,3 +223,21 @@ def test_a_pair_step_of_two_other_nodes_is_refused(tmp_path: Path) -> None:
     assert sorted(f.path for f in folder.files) == [
         "raw/n1/pair-iperf3-r1-n1--n2-try2.txt", "raw/n2/topo.txt",
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize("escape", ["\\udcff", "\\uDCFF", "\\uD83D", "\\ud800"])
+def test_a_sidecar_escaping_a_lone_surrogate_reads_as_replacement_characters(
+    tmp_path: Path, escape: str
+) -> None:
+    """JSON may escape half of a UTF-16 pair in either case; no UTF-8 output could hold it."""
+    path = tmp_path / "step.meta.json"
+    path.write_text(f'{{"name": "a{escape}b", "env": {{"K": ["{escape}"]}}}}')
+    document, problem = load_json(path, "raw/node1/step.meta.json")
+    assert problem is None
+    assert document == {"name": "a\ufffdb", "env": {"K": ["\ufffd"]}}
+
+
+def test_a_sidecar_with_a_whole_surrogate_pair_keeps_its_character(tmp_path: Path) -> None:
+    path = tmp_path / "step.meta.json"
+    path.write_text('{"name": "gpu \\ud83d\\ude80"}')
+    assert load_json(path, "raw/node1/step.meta.json") == ({"name": "gpu \U0001f680"}, None)
