@@ -21,6 +21,8 @@ from gpuval.run.launch import RunRequest, Stopper, phase_vars, phases_run
 from gpuval.run.progress import Progress, steps_in_result
 from gpuval.run.providers import ProvisionRequest
 
+WRITE_RUN_JSON = "Create the run folder on the controller and write its run.json"
+
 
 def event(kind: str, **data: Any) -> dict[str, Any]:
     return {"event": kind, "event_data": data, "pid": 4242}
@@ -30,7 +32,7 @@ def follow(tmp_path: Path, events: list[dict[str, Any]]) -> tuple[Progress, list
     out = io.StringIO()
     progress = Progress(tmp_path / "run.json", out, interactive=False)
     for one in events:
-        if one["event_data"].get("task") == "Write run.json":
+        if one["event_data"].get("task") == WRITE_RUN_JSON:
             (tmp_path / "run.json").write_text(json.dumps({"expected": {
                 "node1": ["nvidia-smi", "os-release", "pair-iperf3-r1-node1--node2-try1"],
                 "node2": ["nvidia-smi", "os-release"],
@@ -44,8 +46,8 @@ def follow(tmp_path: Path, events: list[dict[str, Any]]) -> tuple[Progress, list
 def test_progress_names_phase_host_and_step_over_the_expected_steps(tmp_path: Path) -> None:
     progress, lines = follow(tmp_path, [
         event("playbook_on_play_start", play="Start the run"),
-        event("playbook_on_task_start", role="run_context", task="Write run.json",
-              task_action="ansible.builtin.copy"),
+        event("playbook_on_task_start", role="run_context", task=WRITE_RUN_JSON,
+              task_action="gpuval_run_folder"),
         event("runner_on_ok", host="localhost", res={"changed": True}),
         event("playbook_on_play_start", play="Preflight"),
         event("playbook_on_task_start", role="preflight", task="Validate arguments",
