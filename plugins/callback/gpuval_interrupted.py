@@ -5,13 +5,14 @@
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 from typing import Any
 
 from ansible import context
 from ansible.executor.playbook_executor import PlaybookExecutor
 from ansible.executor.process.worker import WorkerProcess
-from ansible.executor.task_queue_manager import TaskQueueManager
+from ansible.executor.task_queue_manager import FinalQueue, TaskQueueManager
 from ansible.plugins.callback import CallbackBase
 from ansible.utils.context_objects import CLIArgs
 
@@ -50,6 +51,7 @@ class CallbackModule(CallbackBase):
         self._ended = False
         _watch_for_interruption(self)
         _closed_workers_are_not_alive()
+        _results_are_sent_whole()
 
     def v2_playbook_on_start(self, playbook: Any) -> None:
         self._playbook_file = playbook._file_name
@@ -123,3 +125,23 @@ def _closed_workers_are_not_alive() -> None:
 
     is_alive_unless_closed.gpuval_original = is_alive  # type: ignore[attr-defined]
     WorkerProcess.is_alive = is_alive_unless_closed
+
+
+def _results_are_sent_whole() -> None:
+    """On Ctrl-C ansible-core signals every worker, whose handler ends it with os._exit at once.
+    A worker signalled while it wrote a result to the results queue died holding the queue's
+    lock: the play's clean-up then waited forever to write to it, and the run hung, neither
+    collected nor reported. A put now holds SIGINT and SIGTERM until the result is written; the
+    signal ends the worker right after."""
+    put = getattr(FinalQueue.put, "gpuval_original", FinalQueue.put)
+    held = {signal.SIGINT, signal.SIGTERM}
+
+    def put_whole(queue: FinalQueue, obj: Any) -> None:
+        before = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+        try:
+            put(queue, obj)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+    put_whole.gpuval_original = put  # type: ignore[attr-defined]
+    FinalQueue.put = put_whole

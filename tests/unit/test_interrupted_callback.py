@@ -2,7 +2,9 @@
 a finished worker's process object before its successor takes the slot; a Ctrl-C landing between
 the two must still end the play as an interruption (KeyboardInterrupt, which the callback
 handles), not as a ValueError traceback from asking the closed worker whether it is alive (seen
-once in an end-to-end run interrupted after its first pair round)."""
+once in an end-to-end run interrupted after its first pair round). And a worker the Ctrl-C
+reaches while it writes a result must finish writing before it dies: killed holding the results
+queue's lock, it left the play's clean-up waiting forever (an end-to-end run hung that way)."""
 
 from __future__ import annotations
 
@@ -40,3 +42,40 @@ def test_a_ctrl_c_while_a_worker_is_replaced_is_an_interruption() -> None:
     )  # fmt: skip
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout == "interrupted\ncleaned up\n"
+
+
+# A worker as ansible-core makes it: SIGINT ends it with os._exit (WorkerProcess._term). The
+# signal arrives while it writes a result, inside the results queue's lock.
+SIGNALLED_WHILE_WRITING = f"""
+import os, runpy, signal
+from ansible.executor.task_queue_manager import FinalQueue
+
+runpy.run_path({str(REPO / "plugins/callback/gpuval_interrupted.py")!r})["CallbackModule"]()
+queue = FinalQueue()
+child = os.fork()
+if child == 0:
+    signal.signal(signal.SIGINT, lambda *_: os._exit(1))
+    send = queue._writer.send_bytes
+    def signalled_then_send(data):
+        os.kill(os.getpid(), signal.SIGINT)
+        send(data)
+    queue._writer.send_bytes = signalled_then_send
+    queue.put("the worker's result")
+    os._exit(0)
+os.waitpid(child, 0)
+if queue._wlock.acquire(timeout=10):
+    queue._wlock.release()
+    print("lock free")
+    print(queue.get())
+else:
+    print("lock held by a dead worker")
+"""
+
+
+def test_a_worker_signalled_while_writing_a_result_writes_it_whole_first() -> None:
+    completed = subprocess.run(
+        [sys.executable, "-c", SIGNALLED_WHILE_WRITING],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout == "lock free\nthe worker's result\n"
