@@ -35,13 +35,17 @@ print("cleaned up")
 """
 
 
-def test_a_ctrl_c_while_a_worker_is_replaced_is_an_interruption() -> None:
+def printed_by(script: str) -> str:
+    """What `script` prints in a fresh interpreter, which must exit 0."""
     completed = subprocess.run(
-        [sys.executable, "-c", CTRL_C_WHILE_A_WORKER_IS_REPLACED],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
     assert completed.returncode == 0, completed.stderr
-    assert completed.stdout == "interrupted\ncleaned up\n"
+    return completed.stdout
+
+
+def test_a_ctrl_c_while_a_worker_is_replaced_is_an_interruption() -> None:
+    assert printed_by(CTRL_C_WHILE_A_WORKER_IS_REPLACED) == "interrupted\ncleaned up\n"
 
 
 # A worker as ansible-core makes it: SIGINT ends it with os._exit (WorkerProcess._term). The
@@ -73,9 +77,4 @@ else:
 
 
 def test_a_worker_signalled_while_writing_a_result_writes_it_whole_first() -> None:
-    completed = subprocess.run(
-        [sys.executable, "-c", SIGNALLED_WHILE_WRITING],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
-    assert completed.returncode == 0, completed.stderr
-    assert completed.stdout == "lock free\nthe worker's result\n"
+    assert printed_by(SIGNALLED_WHILE_WRITING) == "lock free\nthe worker's result\n"
