@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +69,4 @@ class ActionModule(ActionBase):
 
 def _run_json_text(document: dict[str, Any]) -> str:
     """run.json as the role wrote it before (Ansible's to_nice_json: keys sorted, indented 2)."""
-    import json
-
     return json.dumps(document, indent=2, sort_keys=True, separators=(",", ": ")) + "\n"
