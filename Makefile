@@ -133,7 +133,7 @@ COLLECTION_DIR := build/gpuval.cluster
 collection: $(STAMP)
 	rm -rf $(COLLECTION_DIR) && mkdir -p $(COLLECTION_DIR)/plugins/modules
 	cp -r collection/. roles playbooks $(COLLECTION_DIR)/
-	cp -r plugins/action plugins/callback plugins/inventory $(COLLECTION_DIR)/plugins/
+	cp -r plugins/action plugins/callback plugins/inventory plugins/module_utils $(COLLECTION_DIR)/plugins/
 	cp library/*.py $(COLLECTION_DIR)/plugins/modules/
 	$(BIN)/ansible-galaxy collection build --force --output-path build $(COLLECTION_DIR)
 

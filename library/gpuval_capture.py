@@ -5,22 +5,21 @@
 
 from __future__ import annotations
 
-import contextlib
-import glob
-import json
+import fcntl
 import os
 import re
-import shlex
-import shutil
-import signal
-import socket
 import subprocess
-import time
-from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timezone
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
+
+try:  # the repository's library/ (ansible.cfg's module_utils)
+    from ansible.module_utils.gpuval_capture_steps import batches, capture_together
+except ImportError:  # the gpuval.cluster collection
+    from ansible_collections.gpuval.cluster.plugins.module_utils.gpuval_capture_steps import (
+        batches,
+        capture_together,
+    )
 
 DOCUMENTATION = r"""
 ---
@@ -42,6 +41,9 @@ description:
     each with its own raw file and sidecar, and returns one result per step in RV(results).
     Consecutive steps with the same C(group) run at the same time (started together, each with
     its own timeout), and the next step starts when all of them have ended.
+  - With O(detach), the steps run in the background and the task returns once they started and
+    O(ready) succeeded (servers a peer's clients then reach), instead of an C(async) task, a
+    wait until they listen and an C(async_status) loop (three tasks of the controller in one).
 version_added: "0.1.0"
 options:
   name:
@@ -126,6 +128,20 @@ options:
         it on the node. Leave off for benchmark output, which can be hundreds of MB.
     type: bool
     default: false
+  detach:
+    description:
+      - Run the steps in a process of their own that outlives the task (its files as without
+        O(detach)), and return once it started and O(ready) exited 0.
+      - Background steps of one O(dest) run one call after another. A call waits until the
+        earlier call's steps have ended (each ends by its O(timeout)), so its ports and files are
+        free; the task's own timeout must leave room for that.
+    type: bool
+    default: false
+  ready:
+    description:
+      - With O(detach), a bash command run once the steps started (for example one that polls
+        until their ports listen); the task fails with its output unless it exits 0 within 90 s.
+    type: str
 notes:
   - Check mode runs nothing and writes nothing; it reports the step as changed.
   - A command killed by a signal other than the timeout is recorded with exit code 128 + signal.
@@ -177,6 +193,16 @@ EXAMPLES = r"""
       - {name: rail0, command: [ib_write_bw, -d, mlx5_0, -p, "18515", 10.0.0.2], group: host}
       - {name: rail1, command: [ib_write_bw, -d, mlx5_1, -p, "18516", 10.0.0.2], group: host}
 
+- name: Serve one iperf3 test in the background, returning once it listens
+  gpuval_capture:
+    name: iperf3-server
+    dest: "{{ gpuval_node_run_dir }}"
+    command: iperf3 -s -1 -J -p 5201
+    phase: network
+    timeout: 130
+    detach: true
+    ready: "until ss -Hltn 'sport = :5201' | grep -q .; do sleep 0.1; done"
+
 - name: Record that the peer-to-peer test was not run
   gpuval_capture:
     name: p2pBandwidthLatencyTest
@@ -188,32 +214,32 @@ EXAMPLES = r"""
 RETURN = r"""
 rc:
   description: Exit status of the command; null when it timed out, was skipped or in check mode.
-  returned: always
+  returned: unless O(detach)
   type: int
   sample: 0
 timed_out:
   description: Whether the timeout killed the command.
-  returned: always
+  returned: unless O(detach)
   type: bool
   sample: false
 raw_path:
   description: Path of the raw output file; null when skipped or in check mode.
-  returned: always
+  returned: unless O(detach)
   type: str
   sample: /var/tmp/gpuval/runs/20261121T055300Z/nvidia-smi-topo.txt
 sidecar_path:
   description: Path of the JSON sidecar; null in check mode.
-  returned: always
+  returned: unless O(detach)
   type: str
   sample: /var/tmp/gpuval/runs/20261121T055300Z/nvidia-smi-topo.meta.json
 duration_s:
   description: Wall-clock seconds the command ran; null when it did not run.
-  returned: always
+  returned: unless O(detach)
   type: float
   sample: 0.42
 skipped_reason:
   description: The O(skip_reason) recorded (or the missing requirement), or null.
-  returned: always
+  returned: unless O(detach)
   type: str
 output:
   description: First MiB of the captured output (decoded as UTF-8 with replacement characters).
@@ -225,14 +251,16 @@ output_truncated:
   type: bool
 results:
   description: With O(steps), one result per step (its C(name) and the values above).
-  returned: when O(steps) is given
+  returned: when O(steps) is given, unless O(detach)
   type: list
   elements: dict
+detached:
+  description: Whether the steps were started in the background (O(detach)).
+  returned: with O(detach)
+  type: bool
 """
 
 
-SCHEMA_VERSION = 1
-OUTPUT_RETURN_LIMIT = 1 << 20
 STEP_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
 
 ARGUMENT_SPEC: dict[str, Any] = {
@@ -255,89 +283,13 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "raw_ext": {"type": "str", "default": "txt"},
     "host": {"type": "str"},
     "return_output": {"type": "bool", "default": False},
+    "detach": {"type": "bool", "default": False},
+    "ready": {"type": "str"},
 }
-
-
-def utc_now() -> str:
-    """ISO-8601 UTC timestamp with microseconds, e.g. 2026-11-21T05:53:17.123456Z."""
-    # timezone.utc, not datetime.UTC: nodes may run Python 3.8-3.10 (Ubuntu 20.04/22.04).
-    now = datetime.now(timezone.utc)  # noqa: UP017
-    return now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def command_text(command: str | list[Any]) -> str:
-    """The command as one shell-readable string for the sidecar."""
-    if isinstance(command, list):
-        return shlex.join(str(part) for part in command)
-    return command
-
-
-def popen_args(command: str | list[Any]) -> list[str]:
-    """Argument vector: strings go through /bin/sh -c, lists run as they are."""
-    if isinstance(command, list):
-        return [str(part) for part in command]
-    return ["/bin/sh", "-c", command]
-
-
-def write_json_atomic(path: str, document: dict[str, Any]) -> None:
-    """Write via a temporary file and rename, so a reader never sees half a sidecar."""
-    temporary = f"{path}.tmp"
-    with open(temporary, "w", encoding="utf-8") as handle:
-        json.dump(document, handle, indent=2, sort_keys=False)
-        handle.write("\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
-
-
-def exit_code_of(returncode: int) -> int:
-    """Popen reports death by signal N as -N; record it the way a shell does (128 + N)."""
-    return 128 - returncode if returncode < 0 else returncode
-
-
-def kill_process_group(process: subprocess.Popen[bytes], grace_s: float) -> None:
-    """SIGTERM the command's whole process group, then SIGKILL whatever is left."""
-    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, None)):
-        try:
-            os.killpg(process.pid, sig)
-        except ProcessLookupError:
-            return
-        # Even when the leader is gone, members of its group may not be: go on to SIGKILL.
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=wait_s)
-
-
-def run_streaming(
-    argv: list[str],
-    raw_path: str,
-    cwd: str,
-    env: dict[str, str],
-    timeout_s: float | None,
-    grace_s: float,
-) -> tuple[int | None, bool]:
-    """Run argv with stdout+stderr going straight to raw_path; return (exit code, timed out)."""
-    with open(raw_path, "wb") as raw:
-        process = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=raw,
-            stderr=subprocess.STDOUT,
-            cwd=cwd,
-            env=env,
-            start_new_session=True,  # own process group, so a timeout can kill all of it
-        )
-        try:
-            return exit_code_of(process.wait(timeout=timeout_s)), False
-        except subprocess.TimeoutExpired:
-            kill_process_group(process, grace_s)
-            return None, True
-
-
-def read_head(path: str, limit: int) -> tuple[str, bool]:
-    """The first `limit` bytes of a file as text, and whether the file is longer."""
-    with open(path, "rb") as handle:
-        data = handle.read(limit + 1)
-    return data[:limit].decode("utf-8", errors="replace"), len(data) > limit
+# ready polls on its own (gpuval.plan.pair_plan's listening commands give up after 60 s).
+READY_TIMEOUT_S = 90
+# In O(dest): held by a detached call's background process while it runs.
+BACKGROUND_LOCK = ".gpuval-background.lock"
 
 
 STEP_KEYS = (
@@ -351,34 +303,6 @@ STEP_KEYS = (
     "env",
     "requires",
 )
-# Where system tools (ibstat, lspci) live when the login PATH lacks them.
-SBIN = ("/usr/local/sbin", "/usr/sbin", "/sbin")
-
-
-def build_sidecar(step: dict[str, Any], common: dict[str, Any], cwd: str) -> dict[str, Any]:
-    """The sidecar as written before the command starts (exit_code null)."""
-    env = {key: str(value) for key, value in step["env"].items()}
-    skipped = step["skip_reason"]
-    command = step["command"]
-    timeout = step["timeout"]
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "name": step["name"],
-        "host": common["host"] or socket.gethostname(),
-        "phase": common["phase"],
-        "raw": None if skipped else f"{step['name']}.{step['raw_ext']}",
-        "command": None if command is None else command_text(command),
-        "tool": step["tool"],
-        "cwd": cwd,
-        "env": env,
-        "exit_code": None,
-        "timed_out": False,
-        "timeout_s": timeout if timeout > 0 else None,
-        "started_at": None,
-        "ended_at": None,
-        "duration_s": None,
-        "skipped": skipped,
-    }
 
 
 def step_problem(step: dict[str, Any]) -> str | None:
@@ -427,114 +351,49 @@ def steps_of(params: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
     return found, None
 
 
-def program_path(env: dict[str, str]) -> str:
-    """The PATH programs are looked up on: the command's, then the sbin folders."""
-    return os.pathsep.join([env.get("PATH", os.defpath), *SBIN])
-
-
-def find_program(step: dict[str, Any], env: dict[str, str]) -> str | None:
-    """The program a step with `search` runs: the first executable candidate, else its first
-    word on PATH; None when neither exists."""
-    for candidate in step["search"]:
-        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-            return str(candidate)
-    return shutil.which(str(step["command"][0]), path=program_path(env))
-
-
-def missing_requirement(requires: list[str], env: dict[str, str]) -> str | None:
-    """The first program or path of `requires` the node lacks."""
-    for wanted in requires:
-        found = glob.glob(wanted) if "/" in wanted else shutil.which(wanted, path=program_path(env))
-        if not found:
-            return wanted
-    return None
-
-
-def capture(step: dict[str, Any], common: dict[str, Any]) -> dict[str, Any]:
-    """Run one step: raw file and sidecar under dest; its result."""
-    cwd = common["chdir"] or os.getcwd()
-    dest, name = common["dest"], step["name"]
-    env = dict(os.environ)
-    env.update({key: str(value) for key, value in step["env"].items()})
-    if step["skip_reason"] is None and (lacking := missing_requirement(step["requires"], env)):
-        step["skip_reason"] = f"{lacking} not found on this host"
-    if (
-        step["skip_reason"] is None
-        and step["search"] is not None
-        and isinstance(step["command"], list)
-    ):
-        program = find_program(step, env)
-        if program is None:
-            step["skip_reason"] = f"{step['command'][0]} not found on this host{step['skip_note']}"
-        else:
-            step["command"] = [program, *step["command"][1:]]
-    sidecar_path = os.path.join(dest, f"{name}.meta.json")
-    raw_path = os.path.join(dest, f"{name}.{step['raw_ext']}")
-    result: dict[str, Any] = {
-        "name": name,
-        "rc": None,
-        "timed_out": False,
-        "raw_path": None,
-        "sidecar_path": sidecar_path,
-        "duration_s": None,
-        "skipped_reason": step["skip_reason"],
-    }
-    sidecar = build_sidecar(step, common, cwd)
-    if step["skip_reason"] is not None:
-        now = utc_now()
-        sidecar.update(started_at=now, ended_at=now)
-        write_json_atomic(sidecar_path, sidecar)
-        return result
-
-    sidecar["started_at"] = utc_now()
-    write_json_atomic(sidecar_path, sidecar)
-    started = time.monotonic()
-    try:
-        exit_code, timed_out = run_streaming(
-            popen_args(step["command"]),
-            raw_path,
-            cwd,
-            env,
-            step["timeout"] or None,
-            common["kill_grace_s"],
-        )
-    except OSError as error:
-        # The command could not start (missing binary, bad chdir): record it like a shell would.
-        with open(raw_path, "ab") as raw:
-            raw.write(f"gpuval_capture: cannot run command: {error}\n".encode())
-        exit_code, timed_out = (127 if isinstance(error, FileNotFoundError) else 126), False
-    duration = round(time.monotonic() - started, 6)
-    sidecar.update(
-        exit_code=exit_code,
-        timed_out=timed_out,
-        ended_at=utc_now(),
-        duration_s=duration,
+def start_in_background(steps: list[dict[str, Any]], params: dict[str, Any]) -> None:
+    """Run the steps in a process that outlives the module: once the earlier background call of
+    this dest has ended, fork twice (the process is nobody's child and in a session of its
+    own), its standard streams on /dev/null, so the task's ssh session ends with the module."""
+    lock = os.open(
+        os.path.join(params["dest"], BACKGROUND_LOCK), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600
     )
-    write_json_atomic(sidecar_path, sidecar)
-    result.update(rc=exit_code, timed_out=timed_out, raw_path=raw_path, duration_s=duration)
-    if step["return_output"]:
-        result["output"], result["output_truncated"] = read_head(raw_path, OUTPUT_RETURN_LIMIT)
-    return result
+    # Taken before the fork: the background process holds the same open file, so the lock is
+    # released only when it ends, however it ends.
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    child = os.fork()
+    if child:
+        os.waitpid(child, 0)
+        os.close(lock)
+        return
+    os.setsid()
+    if os.fork():
+        os._exit(0)
+    null = os.open(os.devnull, os.O_RDWR)
+    for stream in (0, 1, 2):
+        os.dup2(null, stream)
+    os.closerange(3, lock)
+    os.closerange(lock + 1, os.sysconf("SC_OPEN_MAX"))
+    try:
+        for batch in batches(steps):
+            capture_together(batch, params)
+    finally:
+        os._exit(0)  # never the module's exit path (its result was the parent's to send)
 
 
-def batches(steps: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    """The steps in order, consecutive steps of one `group` in one batch, every other alone."""
-    found: list[list[dict[str, Any]]] = []
-    for step in steps:
-        if found and step["group"] is not None and found[-1][-1]["group"] == step["group"]:
-            found[-1].append(step)
-        else:
-            found.append([step])
-    return found
-
-
-def capture_together(batch: list[dict[str, Any]], common: dict[str, Any]) -> list[dict[str, Any]]:
-    """Run a batch's steps at the same time, each in a thread waiting on its own process (and
-    timeout); the results in the batch's order once all have ended."""
-    if len(batch) == 1:
-        return [capture(batch[0], common)]
-    with ThreadPoolExecutor(max_workers=len(batch)) as pool:
-        return list(pool.map(capture, batch, [common] * len(batch)))
+def not_ready(command: str) -> str | None:
+    """Why the ready command did not succeed; None when it exited 0 in time."""
+    try:
+        done = subprocess.run(
+            ["/bin/bash", "-c", command], stdin=subprocess.DEVNULL, capture_output=True,
+            timeout=READY_TIMEOUT_S, check=False,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        return f"ready command still running after {READY_TIMEOUT_S} s: {command}"
+    if done.returncode == 0:
+        return None
+    said = (done.stdout + done.stderr).decode("utf-8", errors="replace").strip()
+    return f"ready command exited with {done.returncode}: {command}" + (f": {said}" if said else "")
 
 
 def main() -> None:
@@ -543,6 +402,8 @@ def main() -> None:
     steps, problem = steps_of(params)
     if problem:
         module.fail_json(msg=problem)
+    if params["ready"] is not None and not params["detach"]:
+        module.fail_json(msg="ready is run only with detach: true (the steps in the background)")
     # Explicit "failed": without it Ansible marks any result whose rc is not 0 (or null) failed.
     if module.check_mode:
         skipped = [
@@ -555,6 +416,12 @@ def main() -> None:
             duration_s=None, **{k: v for k, v in skipped[0].items() if k != "name"},
         )  # fmt: skip
     os.makedirs(params["dest"], exist_ok=True)
+    if params["detach"]:
+        start_in_background(steps, params)
+        problem = None if params["ready"] is None else not_ready(params["ready"])
+        if problem:
+            module.fail_json(msg=problem, detached=True)
+        module.exit_json(failed=False, changed=True, detached=True)
     results = [result for batch in batches(steps) for result in capture_together(batch, params)]
     if params["steps"] is not None:
         module.exit_json(failed=False, changed=True, results=results)

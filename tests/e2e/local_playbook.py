@@ -33,6 +33,7 @@ def run_locally(
          str(playbook)],
         capture_output=True, text=True, timeout=400, check=False,
         env={**os.environ, "ANSIBLE_CONFIG": str(config), "ANSIBLE_LIBRARY": str(REPO / "library"),
+             "ANSIBLE_MODULE_UTILS": str(REPO / "plugins/module_utils"),
              "ANSIBLE_ACTION_PLUGINS": str(REPO / "plugins/action"),
              "ANSIBLE_LOCAL_TEMP": str(tmp_path / "tmp"),
              "ANSIBLE_ASYNC_DIR": str(tmp_path / "async")},

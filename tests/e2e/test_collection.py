@@ -63,6 +63,7 @@ def ansible_playbook(work: Path, *args: str) -> subprocess.CompletedProcess[str]
 def test_the_tarball_holds_the_suite_and_no_test_scaffolding(installed: Path) -> None:
     root = installed / "collections" / "ansible_collections" / "gpuval" / "cluster"
     assert (root / "plugins" / "modules" / "gpuval_capture.py").is_file()
+    assert (root / "plugins" / "module_utils" / "gpuval_capture_steps.py").is_file()
     assert (root / "plugins" / "action" / "gpuval_report.py").is_file()
     assert (root / "plugins" / "action" / "gpuval_lambda.py").is_file()
     assert (root / "plugins" / "inventory" / "lambda_cloud.py").is_file()

@@ -13,6 +13,7 @@ from typing import Any
 
 import jsonschema
 import pytest
+from tests.ansible_modules import module_argv
 from tests.ansible_modules import run_module as run_ansible_module
 
 REPO = Path(__file__).resolve().parents[2]
@@ -223,7 +224,7 @@ def test_sidecar_exists_with_null_exit_code_while_the_command_runs(tmp_path: Pat
             }
         )
     )
-    process = subprocess.Popen([sys.executable, str(MODULE), str(args_file)])
+    process = subprocess.Popen(module_argv("gpuval_capture", args_file))
     try:
         deadline = time.monotonic() + 15
         while not (tmp_path / "started").exists() and time.monotonic() < deadline:

@@ -217,6 +217,26 @@ def started_at_once(timeout: int) -> dict[str, int]:
     return {"async": timeout + 40, "wait_retries": timeout + 40, "wait_timeout": timeout + 70}
 
 
+# The kinds whose second node serves in the background (gpuval_capture's detach): the start
+# returns once the servers listen, and nothing waits for them to end in the round.
+BACKGROUND_SERVERS = ("iperf3", "rdma")
+# gpuval_capture's kill grace for the servers (its default) and its limit on the listening wait.
+SERVER_KILL_GRACE_S = 5
+READY_LIMIT_S = 90
+
+
+def background_start_timeout(run: Mapping[str, Any]) -> int:
+    """Seconds a background server start may take: the host's earlier background call (one of
+    these kinds, from this round or an earlier one) must end first, which takes at most its
+    lifetime, here the sum of every kind's; then the servers must listen; 30 s for the task."""
+    lifetimes = []
+    if "iperf3" in run:
+        lifetimes.append(int(run["iperf3"]["server"]["timeout"]) + SERVER_KILL_GRACE_S)
+    if "rdma" in run and run["rdma"]["servers"]:
+        lifetimes.append(int(run["rdma"]["server_timeout"]) + SERVER_KILL_GRACE_S)
+    return sum(lifetimes) + READY_LIMIT_S + 30
+
+
 def listening_command(ports: Sequence[int], what: str) -> str:
     """Shell that waits (polling every 0.1 s, 60 s at most) until every port listens."""
     wanted = " or ".join(f"sport = :{port}" for port in ports)
@@ -380,9 +400,6 @@ class PairPlan:
                 "command": f"iperf3 -s -1 -J -p {port} & iperf3 -s -1 -J -p {port + 1}; wait",
                 # Outlives the clients, so a hung test ends at the client's timeout.
                 "timeout": 2 * timeout + 10,
-                "async": 2 * timeout + 40,
-                "wait_retries": 2 * timeout + 40,
-                "wait_timeout": 2 * timeout + 70,
             },
             "listening": listening_command([port, port + 1], "iperf3"),
             "clients": [
@@ -506,8 +523,6 @@ class PairPlan:
             "kill_grace_s": RDMA_KILL_GRACE_S,
             "clients_s": clients_s,
             "server_timeout": server_timeout,
-            "async": server_timeout + 30,
-            "wait_retries": server_timeout + 30,
             "task_timeout": server_timeout + 60,
         }
 
@@ -519,11 +534,16 @@ class PairPlan:
             "nccl": self._nccl,
             "rdma": self._rdma,
         }
+        run = {kind: build[kind](item) for kind in item["tries"]}
+        start_timeout = background_start_timeout(run)
+        for kind in BACKGROUND_SERVERS:
+            if kind in run:
+                run[kind]["start_timeout"] = start_timeout
         return {
             **item,
             "pair": f"{item['a']}{PAIR_SEPARATOR}{item['b']}",
             "hosts": [item["a"], item["b"]],
-            "run": {kind: build[kind](item) for kind in item["tries"]},
+            "run": run,
         }
 
     def rounds_with_commands(
