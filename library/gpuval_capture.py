@@ -41,9 +41,11 @@ description:
     each with its own raw file and sidecar, and returns one result per step in RV(results).
     Consecutive steps with the same C(group) run at the same time (started together, each with
     its own timeout), and the next step starts when all of them have ended.
-  - With O(detach), the steps run in the background and the task returns once they started and
-    O(ready) succeeded (servers a peer's clients then reach), instead of an C(async) task, a
-    wait until they listen and an C(async_status) loop (three tasks of the controller in one).
+  - With O(background), the steps run in a process that outlives the task, which returns once
+    they started and O(ready) succeeded: servers a peer's clients then reach, or members of a
+    job that must start together whatever Ansible's C(forks). Waiting for them is one blocking
+    C(flock) on RV(background_lock), not an C(async_status) loop (a module run per host and
+    second).
 version_added: "0.1.0"
 options:
   name:
@@ -128,19 +130,21 @@ options:
         it on the node. Leave off for benchmark output, which can be hundreds of MB.
     type: bool
     default: false
-  detach:
+  background:
     description:
-      - Run the steps in a process of their own that outlives the task (its files as without
-        O(detach)), and return once it started and O(ready) exited 0.
-      - Background steps of one O(dest) run one call after another. A call waits until the
-        earlier call's steps have ended (each ends by its O(timeout)), so its ports and files are
-        free; the task's own timeout must leave room for that.
-    type: bool
-    default: false
+      - Run the steps in a process of their own that outlives the task (their files as in the
+        task), under this name (letters, digits, C(.), C(_) and C(-)), and return once it started
+        and O(ready) exited 0.
+      - The process holds an exclusive C(flock) on RV(background_lock),
+        C(<dest>.<background>.background.lock) beside O(dest), until its steps have ended. A
+        later call with the same O(dest) and name first waits for it (so its ports are free;
+        each step ends by its O(timeout)): the task's own timeout must leave room for that.
+    type: str
   ready:
     description:
-      - With O(detach), a bash command run once the steps started (for example one that polls
-        until their ports listen); the task fails with its output unless it exits 0 within 90 s.
+      - With O(background), a bash command run once the steps started (for example one that
+        polls until their ports listen); the task fails with its output unless it exits 0
+        within 90 s.
     type: str
 notes:
   - Check mode runs nothing and writes nothing; it reports the step as changed.
@@ -200,7 +204,7 @@ EXAMPLES = r"""
     command: iperf3 -s -1 -J -p 5201
     phase: network
     timeout: 130
-    detach: true
+    background: iperf3
     ready: "until ss -Hltn 'sport = :5201' | grep -q .; do sleep 0.1; done"
 
 - name: Record that the peer-to-peer test was not run
@@ -214,32 +218,32 @@ EXAMPLES = r"""
 RETURN = r"""
 rc:
   description: Exit status of the command; null when it timed out, was skipped or in check mode.
-  returned: unless O(detach)
+  returned: unless O(background)
   type: int
   sample: 0
 timed_out:
   description: Whether the timeout killed the command.
-  returned: unless O(detach)
+  returned: unless O(background)
   type: bool
   sample: false
 raw_path:
   description: Path of the raw output file; null when skipped or in check mode.
-  returned: unless O(detach)
+  returned: unless O(background)
   type: str
   sample: /var/tmp/gpuval/runs/20261121T055300Z/nvidia-smi-topo.txt
 sidecar_path:
   description: Path of the JSON sidecar; null in check mode.
-  returned: unless O(detach)
+  returned: unless O(background)
   type: str
   sample: /var/tmp/gpuval/runs/20261121T055300Z/nvidia-smi-topo.meta.json
 duration_s:
   description: Wall-clock seconds the command ran; null when it did not run.
-  returned: unless O(detach)
+  returned: unless O(background)
   type: float
   sample: 0.42
 skipped_reason:
   description: The O(skip_reason) recorded (or the missing requirement), or null.
-  returned: unless O(detach)
+  returned: unless O(background)
   type: str
 output:
   description: First MiB of the captured output (decoded as UTF-8 with replacement characters).
@@ -251,13 +255,14 @@ output_truncated:
   type: bool
 results:
   description: With O(steps), one result per step (its C(name) and the values above).
-  returned: when O(steps) is given, unless O(detach)
+  returned: when O(steps) is given, unless O(background)
   type: list
   elements: dict
-detached:
-  description: Whether the steps were started in the background (O(detach)).
-  returned: with O(detach)
-  type: bool
+background_lock:
+  description: The lock the background process holds until its steps have ended.
+  returned: with O(background)
+  type: str
+  sample: /var/tmp/gpuval/peers/20261121T055300Z.iperf3.background.lock
 """
 
 
@@ -283,13 +288,11 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "raw_ext": {"type": "str", "default": "txt"},
     "host": {"type": "str"},
     "return_output": {"type": "bool", "default": False},
-    "detach": {"type": "bool", "default": False},
+    "background": {"type": "str"},
     "ready": {"type": "str"},
 }
 # ready polls on its own (gpuval.plan.pair_plan's listening commands give up after 60 s).
 READY_TIMEOUT_S = 90
-# In O(dest): held by a detached call's background process while it runs.
-BACKGROUND_LOCK = ".gpuval-background.lock"
 
 
 STEP_KEYS = (
@@ -351,13 +354,16 @@ def steps_of(params: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
     return found, None
 
 
+def background_lock(params: dict[str, Any]) -> str:
+    """Beside dest, not in it: a run folder is collected whole, and the lock is no output."""
+    return f"{params['dest'].rstrip(os.sep)}.{params['background']}.background.lock"
+
+
 def start_in_background(steps: list[dict[str, Any]], params: dict[str, Any]) -> None:
     """Run the steps in a process that outlives the module: once the earlier background call of
-    this dest has ended, fork twice (the process is nobody's child and in a session of its
+    this name has ended, fork twice (the process is nobody's child and in a session of its
     own), its standard streams on /dev/null, so the task's ssh session ends with the module."""
-    lock = os.open(
-        os.path.join(params["dest"], BACKGROUND_LOCK), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600
-    )
+    lock = os.open(background_lock(params), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     # Taken before the fork: the background process holds the same open file, so the lock is
     # released only when it ends, however it ends.
     fcntl.flock(lock, fcntl.LOCK_EX)
@@ -402,8 +408,11 @@ def main() -> None:
     steps, problem = steps_of(params)
     if problem:
         module.fail_json(msg=problem)
-    if params["ready"] is not None and not params["detach"]:
-        module.fail_json(msg="ready is run only with detach: true (the steps in the background)")
+    if params["ready"] is not None and params["background"] is None:
+        module.fail_json(msg="ready is run only with background (the steps in the background)")
+    if params["background"] is not None and not STEP_NAME.match(params["background"]):
+        module.fail_json(msg=f"background {params['background']!r} may hold only letters, "
+                         "digits, '.', '_', '-'")  # fmt: skip
     # Explicit "failed": without it Ansible marks any result whose rc is not 0 (or null) failed.
     if module.check_mode:
         skipped = [
@@ -416,12 +425,13 @@ def main() -> None:
             duration_s=None, **{k: v for k, v in skipped[0].items() if k != "name"},
         )  # fmt: skip
     os.makedirs(params["dest"], exist_ok=True)
-    if params["detach"]:
+    if params["background"] is not None:
         start_in_background(steps, params)
         problem = None if params["ready"] is None else not_ready(params["ready"])
+        lock = background_lock(params)
         if problem:
-            module.fail_json(msg=problem, detached=True)
-        module.exit_json(failed=False, changed=True, detached=True)
+            module.fail_json(msg=problem, background_lock=lock)
+        module.exit_json(failed=False, changed=True, background_lock=lock)
     results = [result for batch in batches(steps) for result in capture_together(batch, params)]
     if params["steps"] is not None:
         module.exit_json(failed=False, changed=True, results=results)

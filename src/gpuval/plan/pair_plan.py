@@ -207,34 +207,28 @@ def groups_budget(planned: Sequence[Mapping[str, Any]], kill_grace_s: int) -> in
 
 
 def started_at_once(timeout: int) -> dict[str, int]:
-    """How the role starts a torchrun (a pair's two sides, a group's members): `async` with
-    poll 0, then waited for. A task runs on Ansible's `forks` hosts at a time, so torchruns run
-    synchronously would start in waves: the first forks members of a bigger group (or the first
-    sides of pairs whose partners come later) would wait in the rendezvous until their timeout
-    for members that start only after them. Started this way each host's task returns at once
-    and every member runs together, whatever forks is. The job outlives the capture's `timeout`
-    (which kills the process), the wait a little more (polled every second)."""
-    return {"async": timeout + 40, "wait_retries": timeout + 40, "wait_timeout": timeout + 70}
+    """How the role starts a torchrun (a pair's two sides, a group's members): in the
+    background (gpuval_capture's `background`), then waited for with one blocking task. A task
+    runs on Ansible's `forks` hosts at a time, so torchruns run in the task would start in
+    waves: the first forks members of a bigger group (or the first sides of pairs whose
+    partners come later) would wait in the rendezvous until their timeout for members that
+    start only after them. Started this way each host's task returns at once and every member
+    runs together, whatever forks is. The wait outlives the capture's `timeout` (which kills
+    the process) and its kill grace."""
+    return {"wait_timeout": timeout + 70}
 
 
-# The kinds whose second node serves in the background (gpuval_capture's detach): the start
-# returns once the servers listen, and nothing waits for them to end in the round.
-BACKGROUND_SERVERS = ("iperf3", "rdma")
 # gpuval_capture's kill grace for the servers (its default) and its limit on the listening wait.
 SERVER_KILL_GRACE_S = 5
 READY_LIMIT_S = 90
 
 
-def background_start_timeout(run: Mapping[str, Any]) -> int:
-    """Seconds a background server start may take: the host's earlier background call (one of
-    these kinds, from this round or an earlier one) must end first, which takes at most its
-    lifetime, here the sum of every kind's; then the servers must listen; 30 s for the task."""
-    lifetimes = []
-    if "iperf3" in run:
-        lifetimes.append(int(run["iperf3"]["server"]["timeout"]) + SERVER_KILL_GRACE_S)
-    if "rdma" in run and run["rdma"]["servers"]:
-        lifetimes.append(int(run["rdma"]["server_timeout"]) + SERVER_KILL_GRACE_S)
-    return sum(lifetimes) + READY_LIMIT_S + 30
+def server_start_timeout(longest_server_s: int) -> int:
+    """Seconds a pair's second node may take to start its servers in the background (nothing
+    waits for them to end in the round): the host's earlier servers of the kind must end
+    first (they outlive their client's timeout when it could not connect), then these must
+    listen, and 30 s for the task."""
+    return longest_server_s + SERVER_KILL_GRACE_S + READY_LIMIT_S + 30
 
 
 def listening_command(ports: Sequence[int], what: str) -> str:
@@ -401,6 +395,7 @@ class PairPlan:
                 # Outlives the clients, so a hung test ends at the client's timeout.
                 "timeout": 2 * timeout + 10,
             },
+            "start_timeout": server_start_timeout(2 * timeout + 10),
             "listening": listening_command([port, port + 1], "iperf3"),
             "clients": [
                 {
@@ -514,6 +509,8 @@ class PairPlan:
         # A server waits while a measures every group before its own: it outlives them all.
         clients_s = groups_budget(clients, RDMA_KILL_GRACE_S)
         server_timeout = clients_s + 10
+        # An earlier pair's servers on this host may have served lanes this pair skips.
+        every_lane_s = groups_budget([{**c, "skip_reason": ""} for c in clients], RDMA_KILL_GRACE_S)
         for server in servers:
             server["timeout"] = server_timeout
         return {
@@ -524,6 +521,7 @@ class PairPlan:
             "clients_s": clients_s,
             "server_timeout": server_timeout,
             "task_timeout": server_timeout + 60,
+            "start_timeout": server_start_timeout(every_lane_s + 10),
         }
 
     def with_commands(self, item: pair_rounds.Entry) -> PlannedEntry:
@@ -534,16 +532,11 @@ class PairPlan:
             "nccl": self._nccl,
             "rdma": self._rdma,
         }
-        run = {kind: build[kind](item) for kind in item["tries"]}
-        start_timeout = background_start_timeout(run)
-        for kind in BACKGROUND_SERVERS:
-            if kind in run:
-                run[kind]["start_timeout"] = start_timeout
         return {
             **item,
             "pair": f"{item['a']}{PAIR_SEPARATOR}{item['b']}",
             "hosts": [item["a"], item["b"]],
-            "run": run,
+            "run": {kind: build[kind](item) for kind in item["tries"]},
         }
 
     def rounds_with_commands(

@@ -1,6 +1,7 @@
-"""gpuval_capture with detach: the steps run in the background and the task returns once ready
-says they serve, the files are those of a step run in the task, and a later background call on
-the same folder starts only after the earlier one ended (its ports free)."""
+"""gpuval_capture with background: the steps run in a process of their own and the task returns
+once ready says they serve, the files are those of a step run in the task, a later background
+call of the same name and folder starts only after the earlier one ended (its ports free), and
+a flock on the returned lock waits for the steps to end."""
 
 from __future__ import annotations
 
@@ -48,16 +49,21 @@ def test_returns_once_ready_while_the_step_still_runs(tmp_path: Path) -> None:
         # If the background process kept the task's output open, this would wait for the step
         # and run_module's 60 s limit would end the test first.
         result = run_module(
-            tmp_path, name="server", dest=str(dest), phase="network", timeout=50, detach=True,
+            tmp_path, name="server", dest=str(dest), phase="network", timeout=50,
+            background="iperf3",
             command=held_until_released(flags, "server"),
             ready=f"until [ -e {flags}/server.started ]; do sleep 0.05; done",
         )  # fmt: skip
-        assert result["failed"] is False and result["detached"] is True
+        assert result["failed"] is False
+        # Beside the run folder, never in it: a folder is collected whole.
+        assert result["background_lock"] == f"{dest}.iperf3.background.lock"
         running = sidecar(dest, "server")
         assert running["exit_code"] is None and running["started_at"] is not None
     finally:
         (flags / "server.release").touch()
-    done = ended(dest, "server")
+    # What a role's wait task runs: it returns once the steps have ended, sidecar written.
+    subprocess.run(["flock", "--shared", result["background_lock"], "true"], check=True, timeout=30)
+    done = sidecar(dest, "server")
     assert done["exit_code"] == 0 and done["timed_out"] is False
     assert (dest / "server.txt").read_text() == "server served\n"
 
@@ -67,11 +73,12 @@ def test_a_later_background_call_starts_after_the_earlier_one_ended(tmp_path: Pa
     args_file = tmp_path / "second.json"
     args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": {
         "name": "second", "dest": str(dest), "phase": "network", "command": "echo second",
-        "detach": True,
+        "background": "servers",
     }}))  # fmt: skip
     try:
         run_module(
-            tmp_path, name="first", dest=str(dest), phase="network", timeout=50, detach=True,
+            tmp_path, name="first", dest=str(dest), phase="network", timeout=50,
+            background="servers",
             command=held_until_released(flags, "first"),
             ready=f"until [ -e {flags}/first.started ]; do sleep 0.05; done",
         )  # fmt: skip
@@ -81,7 +88,7 @@ def test_a_later_background_call_starts_after_the_earlier_one_ended(tmp_path: Pa
     finally:
         (flags / "first.release").touch()
     output, _ = second.communicate(timeout=60)
-    assert json.loads(output)["detached"] is True
+    assert json.loads(output)["failed"] is False
     first_ended = ended(dest, "first")["ended_at"]
     assert ended(dest, "second")["started_at"] >= first_ended
     assert (dest / "second.txt").read_text() == "second\n"
@@ -90,17 +97,18 @@ def test_a_later_background_call_starts_after_the_earlier_one_ended(tmp_path: Pa
 def test_a_ready_command_that_fails_fails_the_task_with_its_output(tmp_path: Path) -> None:
     result = run_module(
         tmp_path, name="server", dest=str(tmp_path / "peer"), phase="network", timeout=10,
-        command="true", detach=True, ready="echo 'iperf3 servers not listening' >&2; exit 3",
+        command="true", background="iperf3",
+        ready="echo 'iperf3 servers not listening' >&2; exit 3",
     )  # fmt: skip
     assert result["failed"] is True
     assert result["msg"].startswith("ready command exited with 3: ")
     assert result["msg"].endswith(": iperf3 servers not listening")
 
 
-def test_ready_without_detach_is_refused(tmp_path: Path) -> None:
+def test_ready_without_background_is_refused(tmp_path: Path) -> None:
     result = run_module(
         tmp_path, name="x", dest=str(tmp_path), phase="network", command="true", ready="true"
     )
     assert result["failed"] is True
-    assert result["msg"] == "ready is run only with detach: true (the steps in the background)"
+    assert result["msg"] == "ready is run only with background (the steps in the background)"
     assert not (tmp_path / "x.meta.json").exists()
