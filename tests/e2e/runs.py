@@ -17,6 +17,9 @@ from pathlib import Path
 from tests.e2e.doubles import REPO, TOOLKIT_VARS, VENV_BIN
 from tests.simhosts.cluster import Cluster
 
+# The longest a test's playbook run may take (make test's longest runs take a few minutes).
+PLAYBOOK_LIMIT_S = 1800.0
+
 
 @dataclass
 class PlaybookRun:
@@ -48,9 +51,11 @@ def run_playbook(
     extra_vars: dict[str, object],
     arguments: Sequence[str] = (),
     environment: dict[str, str] | None = None,
+    limit_s: float | None = PLAYBOOK_LIMIT_S,
 ) -> PlaybookRun:
     """playbooks/<playbook> from the repository root with its ansible.cfg; the output is kept
-    beside the run folder for a failing test's reader."""
+    beside the run folder for a failing test's reader. A run still going after `limit_s` is
+    killed and fails the test (a hung run would otherwise hold make test until CI's limit)."""
     variables = {
         "gpuval_run_id": run_id, "gpuval_reports_dir": str(reports), **TOOLKIT_VARS, **extra_vars
     }  # fmt: skip
@@ -64,12 +69,27 @@ def run_playbook(
     env["ANSIBLE_CACHE_PLUGIN_CONNECTION"] = str(inventory.parent / "facts")
     env.update(environment or {})
     started, cpu = time.monotonic(), _children_cpu_s()
-    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, check=False)
+    reports.mkdir(parents=True, exist_ok=True)
+    log = reports / f"{run_id}.ansible.log"
+    try:
+        done = subprocess.run(
+            command, cwd=REPO, env=env, capture_output=True, text=True, check=False,
+            timeout=limit_s,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired as hung:
+        log.write_text(_text(hung.stdout) + _text(hung.stderr))
+        raise AssertionError(f"{playbook} still running after {limit_s} s, killed: {log}") from None
     seconds, controller_cpu_s = time.monotonic() - started, _children_cpu_s() - cpu
     output = done.stdout + done.stderr
-    reports.mkdir(parents=True, exist_ok=True)
-    (reports / f"{run_id}.ansible.log").write_text(output)
+    log.write_text(output)
     return PlaybookRun(done.returncode, output, seconds, reports / run_id, controller_cpu_s)
+
+
+def _text(partial: str | bytes | None) -> str:
+    """What a killed run printed (TimeoutExpired gives bytes even for a text run)."""
+    if isinstance(partial, bytes):
+        return partial.decode("utf-8", errors="replace")
+    return partial or ""
 
 
 def _children_cpu_s() -> float:
