@@ -26,6 +26,8 @@ NCCL_1G_S = 5 + (2**31 - 8) * 25 * 2 / 50e9
 CONTROLLER_CORES = 16
 # CPU seconds a pair round costs the controller for a host it does not test (its skipped include).
 IDLE_CPU_S = 0.05
+# Ansible's fixed part of a round, once per wave of 50 hosts: 0.2 s, and 0.2 s of collect.
+ROUND_FIXED_S = 0.2 + 0.2
 
 
 def shape(nodes: int, gpus: int = 8, rails: int = 8) -> plan_model.Shape:
@@ -35,16 +37,16 @@ def shape(nodes: int, gpus: int = 8, rails: int = 8) -> plan_model.Shape:
 
 
 def controller_s(nodes: int, tested: int | None = None) -> float:
-    """A pair round's controller work, over 16 cores: 1.8 CPU seconds for each host it tests
+    """A pair round's controller work, over 16 cores: 1 CPU second for each host it tests
     (all of them unless said), IDLE_CPU_S for each other host of the play."""
     tested = nodes if tested is None else tested
-    return (1.8 * tested + IDLE_CPU_S * (nodes - tested)) / CONTROLLER_CORES
+    return (1.0 * tested + IDLE_CPU_S * (nodes - tested)) / CONTROLLER_CORES
 
 
 def phase_s(nodes: int, plays: int = 1) -> float:
-    """Ansible's own time for a phase: 4 s per play for each wave of 50 hosts, and 0.65 CPU
+    """Ansible's own time for a phase: 4 s per play for each wave of 50 hosts, and 0.9 CPU
     seconds per host and play over 16 cores."""
-    return plays * (4 * math.ceil(nodes / 50) + 0.65 * nodes / CONTROLLER_CORES)
+    return plays * (4 * math.ceil(nodes / 50) + 0.9 * nodes / CONTROLLER_CORES)
 
 
 def hosts_of(count: int) -> list[str]:
@@ -74,9 +76,9 @@ ALL_PAIRS_RAIL_BY_RAIL = {
 def test_16_nodes_all_pairs_round_by_round() -> None:
     estimate = duration.estimate(shape(16), ALL_PAIRS_RAIL_BY_RAIL, {})
     # iperf3 2 x (10 + 0.1) s, torch all-reduce 15 s, nccl pair sweep + 2 x 0.1 s launch,
-    # 8 rails x 2 memories x (5 + 2) s one after another; per round 0.5 s of Ansible, 0.5 s
-    # of collect and the controller's work for the 16 hosts.
-    one_round = 20.2 + 15 + (NCCL_1G_S + 0.2) + 8 * 2 * 7 + 1 + controller_s(16)
+    # 8 rails x 2 memories x (5 + 2) s one after another; per round Ansible's fixed part with
+    # the collect and the controller's work for the 16 hosts.
+    one_round = 20.2 + 15 + (NCCL_1G_S + 0.2) + 8 * 2 * 7 + ROUND_FIXED_S + controller_s(16)
     assert estimate.pair_rounds == 15
     assert pairs_phase(estimate).total_s == pytest.approx(phase_s(16) + 15 * one_round)
 
@@ -91,13 +93,13 @@ def test_over_forks_pairs_a_round_runs_in_turns_and_ansible_in_waves(
     estimate = duration.estimate(shape(nodes), {**DEFAULTS, "bench_pairs_mode": "all-pairs"}, {})
     kinds = 20.2 + 15 + (NCCL_1G_S + 0.2) + 2 * 7
     waves = math.ceil(nodes / 50)
-    one_round = turns * kinds + waves * 1 + controller_s(nodes)
+    one_round = turns * kinds + waves * ROUND_FIXED_S + controller_s(nodes)
     assert estimate.pair_rounds == nodes - 1
     assert pairs_phase(estimate).total_s == pytest.approx(phase_s(nodes) + (nodes - 1) * one_round)
     # The faulty node's pair of each of its nodes - 1 rounds, alone (one turn, one wave), two
     # more tries each: the repeats pack failing pairs into disjoint pairs, and all of them share
     # the faulty node; the pair's two hosts are worked for, the others skip the round.
-    repeat = kinds + 1 + controller_s(nodes, tested=2)
+    repeat = kinds + ROUND_FIXED_S + controller_s(nodes, tested=2)
     assert estimate.fault_s == pytest.approx((nodes - 1) * 2 * repeat)
 
 
@@ -111,9 +113,9 @@ def test_rails_in_parallel_cost_one_rail_per_memory() -> None:
 
 
 # One round of pairs with the role defaults, rails in parallel: iperf3 2 x (10 + 0.1) s, torch
-# all-reduce 15 s, nccl pair sweep + 2 x 0.1 s launch, 2 memories x (5 + 2) s, 0.5 s Ansible +
-# 0.5 s collect; the controller's work for every host of the play comes on top.
-ONE_ROUND = 20.2 + 15 + (NCCL_1G_S + 0.2) + 2 * 7 + 1
+# all-reduce 15 s, nccl pair sweep + 2 x 0.1 s launch, 2 memories x (5 + 2) s, Ansible's fixed
+# part with the collect; the controller's work for every host of the play comes on top.
+ONE_ROUND = 20.2 + 15 + (NCCL_1G_S + 0.2) + 2 * 7 + ROUND_FIXED_S
 
 
 def all_nodes_s(size: int) -> float:
@@ -125,18 +127,20 @@ def test_staged_at_1024_nodes_is_the_all_nodes_test_plus_the_searchs_own_rounds(
     estimate = duration.estimate(shape(1024), {**DEFAULTS, "bench_pairs_mode": "staged"}, {})
     waves = 21  # 1024 hosts, 50 forks
     # The screen: every node started at once, so one all-nodes run; Ansible's own time for the
-    # phase, 1 s for the round (start, wait, collect) once per wave of 50, and the controller's
-    # work for each of the 1024 hosts.
+    # phase, the round's fixed part (start, wait, collect) once per wave of 50, and the
+    # controller's work for each of the 1024 hosts.
     assert pairs_phase(estimate).total_s == pytest.approx(
-        phase_s(1024) + all_nodes_s(1024) + 1 * waves + controller_s(1024)
+        phase_s(1024) + all_nodes_s(1024) + ROUND_FIXED_S * waves + controller_s(1024)
     )
     # One bad node: after the screen, 9 rounds of groups (both halves of the failing group at
-    # once: groups of 512 ... 2, 1024 ... 4 hosts, Ansible's 1 s in waves of 50), then the two
+    # once: groups of 512 ... 2, 1024 ... 4 hosts, the fixed part in waves of 50), then the two
     # suspects of the last pair meet two partners each in two rounds of two pairs, and each of
     # those rounds repeats its failing pair twice (3 tries). The controller works for the hosts
     # each round tests; the others skip it.
     groups = sum(
-        all_nodes_s(2**k) + 1 * math.ceil(2 ** (k + 1) / 50) + controller_s(1024, 2 ** (k + 1))
+        all_nodes_s(2**k)
+        + ROUND_FIXED_S * math.ceil(2 ** (k + 1) / 50)
+        + controller_s(1024, 2 ** (k + 1))
         for k in range(1, 10)
     )
     pairs = 2 * (ONE_ROUND + controller_s(1024, 4)) + 2 * 2 * (ONE_ROUND + controller_s(1024, 2))
@@ -150,7 +154,9 @@ def test_the_plan_takes_the_searchs_own_rounds_not_a_bound() -> None:
     assert duration.fault_search(16, 2, by_pairs=False) == played
     # Groups of 8, 4 and 2 (their all-nodes runs at once), then two rounds of pairs, each
     # repeating its failing pair twice: where 2*log2(16)+2 = 10 pair rounds were priced before.
-    groups = sum(all_nodes_s(size) + 1 + controller_s(16, 2 * size) for size in (8, 4, 2))
+    groups = sum(
+        all_nodes_s(size) + ROUND_FIXED_S + controller_s(16, 2 * size) for size in (8, 4, 2)
+    )
     pairs = 2 * (ONE_ROUND + controller_s(16, 4)) + 2 * 2 * (ONE_ROUND + controller_s(16, 2))
     assert estimate.fault_s == pytest.approx(groups + pairs)
     assert "adds 5 round(s) of the search (3 of groups, 2 of pairs" in pairs_phase(estimate).note
@@ -263,14 +269,14 @@ def test_the_controllers_cores_share_the_work_for_every_host(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     """Planned on a laptop for a 32-core controller: each pair round's controller work for
-    the 1,024 hosts is 1.8 CPU seconds each over 32 cores, 57.6 s."""
+    the 1,024 hosts is 1 CPU second each over 32 cores, 32 s."""
     argv = ["plan", "--nodes", "1024", "--gpus-per-node", "8", "--controller-cores", "32"]
     assert main([*argv, "--reports", str(tmp_path), "--json"]) == 0
     plan = json.loads(capsys.readouterr().out)
     assert plan["controller_cores"] == 32
     pairs = next(phase for phase in plan["phases"] if phase["name"] == "pairs")
     share = next(step for step in pairs["steps"] if step["key"] == "round-cpu-per-host")
-    assert (share["count"], share["each_s"]) == (1, pytest.approx(57.6))
+    assert (share["count"], share["each_s"]) == (1, pytest.approx(32.0))
 
 
 def test_unknown_gpu_count_is_an_error_saying_what_to_set(

@@ -29,26 +29,30 @@ DEFAULTS: dict[str, Default] = {
         "is phase-cpu-per-host",
     ),
     "phase-cpu-per-host": Default(
-        0.65,
+        0.9,
         "controller CPU seconds per host per play, spread over the controller's cores: a "
-        "second benchmark.yml on 3 simulated hosts spent 4.9 s per play beyond its benchmarks "
-        "(make bench-ansible), a healthy staged pair phase on 32 hosts 68.7 s for its 2 plays "
-        "and 1 round (make bench-staged), both on 2 cores that the simulated nodes shared",
+        "healthy staged pair phase on 32 simulated hosts spent 92.3 CPU s for its 2 plays and "
+        "1 round (make bench-staged), 0.94 s per host and play beside round-cpu-per-host; a "
+        "second benchmark.yml on 3 hosts 0.6-0.8 s (make bench-ansible); on 2 cores that the "
+        "simulated nodes shared",
     ),
     "round-overhead": Default(
-        0.5,
+        0.2,
         "Ansible's fixed part of a pair round (the round's include, the tasks' first host "
         "started), once per wave of `forks` hosts; the part that grows with the hosts is "
         "round-cpu-per-host",
     ),
     "round-cpu-per-host": Default(
-        1.8,
-        "controller CPU seconds per host a pair round tests (its pair's tasks and the "
-        "collect), spread over the controller's cores. Fitted, with phase-cpu-per-host, to make "
-        "bench-staged on 2 cores (issue 16): 4, 8 and 32 simulated hosts took about 4, 6-7 and "
-        "36-48 s per round beyond their iperf3; make bench-ansible's 8 hosts, every one tested "
-        "each round, fit 1.76 again. The simulated nodes' own modules ran on those 2 cores too, "
-        "so a controller whose nodes are real machines spends less",
+        1.0,
+        "controller CPU seconds per host a pair round tests (its pair's tasks and the first "
+        "node's collect), spread over the controller's cores. Fitted, with phase-cpu-per-host, "
+        "round-overhead and collect-round, to six runs on 2 cores once a pair's servers started "
+        "in one task and its second node stopped collecting (issue 16): make bench-staged with "
+        "one bad node on 8 hosts (staged 48.5 s, all pairs 101.7 s) and on 32 (healthy 69.3 s, "
+        "one bad 107.6 s), make bench-ansible's 8-host pair phase (75.7 s, one pair at a time "
+        "216.4 s); the plan is within -17 to +18 % of each, and of 4 hosts (44.8 and 41.5 s). "
+        "The simulated nodes' own modules ran on those 2 cores too, so a controller whose "
+        "nodes are real machines spends less",
     ),
     "round-cpu-per-idle-host": Default(
         0.05,
@@ -58,7 +62,7 @@ DEFAULTS: dict[str, Default] = {
         "(ansible-core 2.19, 2 cores)",
     ),
     "collect-round": Default(
-        0.5,
+        0.2,
         "bench_pairs_collect_each_round: the fetch of the round's new outputs (its share per "
         "host is in round-cpu-per-host)",
     ),
