@@ -42,8 +42,8 @@ description:
     Consecutive steps with the same C(group) run at the same time (started together, each with
     its own timeout), and the next step starts when all of them have ended.
   - With O(background), the steps run in a process that outlives the task, which returns once
-    they started and O(ready) succeeded: servers a peer's clients then reach, or members of a
-    job that must start together whatever Ansible's C(forks). Waiting for them is one blocking
+    they started and O(ready) succeeded (servers a peer's clients then reach, or members of a
+    job that must start together whatever Ansible's C(forks)). Waiting for them is one blocking
     C(flock) on RV(background_lock), not an C(async_status) loop (a module run per host and
     second).
 version_added: "0.1.0"
@@ -138,7 +138,7 @@ options:
       - The process holds an exclusive C(flock) on RV(background_lock),
         C(<dest>.<background>.background.lock) beside O(dest), until its steps have ended. A
         later call with the same O(dest) and name first waits for it (so its ports are free;
-        each step ends by its O(timeout)): the task's own timeout must leave room for that.
+        each step ends by its O(timeout)), so the task's own timeout must leave room for that.
     type: str
   ready:
     description:

@@ -104,7 +104,8 @@ def test_a_round_of_more_hosts_than_forks_starts_every_pair_together(tmp_path: P
 
 
 def test_a_host_in_no_pair_of_the_round_runs_nothing_not_even_the_collect(tmp_path: Path) -> None:
-    """A search's confirmation round tests a few hosts of hundreds: the others skip it whole."""
+    """A search's confirmation round tests a few hosts of hundreds: the others skip it whole.
+    The pair's second node writes only into its peer folder, so only the first collects."""
     plan = torchrun_plan(tmp_path)
     only = plan.rounds_with_commands([[pair_rounds.entry(1, "node1", "node4", {"allreduce": 1})]])
     for host in HOSTS:  # what an earlier phase left on every node
@@ -116,6 +117,7 @@ def test_a_host_in_no_pair_of_the_round_runs_nothing_not_even_the_collect(tmp_pa
         {"bench_pairs_round": only[0], "bench_pairs_collect_each_round": True},
     )  # fmt: skip
     raw = tmp_path / "run" / "raw"
-    assert sorted(path.name for path in raw.iterdir()) == ["node1", "node4"]
+    assert sorted(path.name for path in raw.iterdir()) == ["node1"]
     assert (raw / "node1" / "earlier.txt").is_file()
+    assert (tmp_path / "peers" / "node4" / "peer-allreduce-r1-node1--node4-try1.txt").is_file()
     assert not (tmp_path / "peers" / "node2").exists()
