@@ -52,6 +52,7 @@ class CallbackModule(CallbackBase):
         _watch_for_interruption(self)
         _closed_workers_are_not_alive()
         _results_are_sent_whole()
+        _forks_hold_interruptions()
 
     def v2_playbook_on_start(self, playbook: Any) -> None:
         self._playbook_file = playbook._file_name
@@ -145,3 +146,30 @@ def _results_are_sent_whole() -> None:
 
     put_whole.gpuval_original = put  # type: ignore[attr-defined]
     FinalQueue.put = put_whole
+
+
+def _forks_hold_interruptions() -> None:
+    """A Ctrl-C while ansible-core forked a worker ran its signal handler inside the fork's
+    after-fork hooks (logging's lock release), where the KeyboardInterrupt it raises is printed
+    as ignored and lost: the workers were told to stop, but the play went on, found one dead
+    and ended in an error (exit 1), neither collected nor reported. The fork now holds SIGINT
+    and SIGTERM: the play takes them as it returns, the worker once its own handlers are set."""
+    held = {signal.SIGINT, signal.SIGTERM}
+    start = getattr(WorkerProcess.start, "gpuval_original", WorkerProcess.start)
+    run = getattr(WorkerProcess._run, "gpuval_original", WorkerProcess._run)
+
+    def start_holding(worker: WorkerProcess) -> None:
+        before = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+        try:
+            start(worker)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+    def run_letting_in(worker: WorkerProcess) -> Any:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
+        return run(worker)
+
+    start_holding.gpuval_original = start  # type: ignore[attr-defined]
+    run_letting_in.gpuval_original = run  # type: ignore[attr-defined]
+    WorkerProcess.start = start_holding
+    WorkerProcess._run = run_letting_in

@@ -4,7 +4,9 @@ the two must still end the play as an interruption (KeyboardInterrupt, which the
 handles), not as a ValueError traceback from asking the closed worker whether it is alive (seen
 once in an end-to-end run interrupted after its first pair round). And a worker the Ctrl-C
 reaches while it writes a result must finish writing before it dies: killed holding the results
-queue's lock, it left the play's clean-up waiting forever (an end-to-end run hung that way)."""
+queue's lock, it left the play's clean-up waiting forever (an end-to-end run hung that way). And
+a Ctrl-C landing while a worker is forked must not be lost in the fork's hooks (an end-to-end run
+then ended in "A worker was found in a dead state", exit 1, neither collected nor reported)."""
 
 from __future__ import annotations
 
@@ -78,3 +80,41 @@ else:
 
 def test_a_worker_signalled_while_writing_a_result_writes_it_whole_first() -> None:
     assert printed_by(SIGNALLED_WHILE_WRITING) == "lock free\nthe worker's result\n"
+
+
+# The Ctrl-C lands while ansible-core forks a worker, in the parent's after-fork hooks (where
+# logging releases its lock): a KeyboardInterrupt raised there is printed as ignored and lost.
+SIGNALLED_WHILE_FORKING = f"""
+import multiprocessing.process, os, runpy, signal
+from ansible.executor.process.worker import WorkerProcess
+
+def task_of_the_worker(worker):
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    print("held in the worker's task:", signal.SIGINT in held)
+
+WorkerProcess._run = task_of_the_worker
+runpy.run_path({str(REPO / "plugins/callback/gpuval_interrupted.py")!r})["CallbackModule"]()
+
+def interrupted(*_):
+    raise KeyboardInterrupt
+
+signal.signal(signal.SIGINT, interrupted)
+os.register_at_fork(after_in_parent=lambda: [os.kill(os.getpid(), signal.SIGINT), sum(range(9))])
+worker = WorkerProcess.__new__(WorkerProcess)
+multiprocessing.process.BaseProcess.__init__(worker)
+worker.run = lambda: os._exit(0)
+try:
+    worker.start()
+    print("lost")
+except KeyboardInterrupt:
+    print("interrupted")
+worker.join()
+signal.pthread_sigmask(signal.SIG_BLOCK, {{signal.SIGINT}})
+WorkerProcess._run(worker)
+"""
+
+
+def test_a_ctrl_c_while_a_worker_is_forked_is_an_interruption_and_reaches_the_worker() -> None:
+    assert printed_by(SIGNALLED_WHILE_FORKING) == (
+        "interrupted\nheld in the worker's task: False\n"
+    )
