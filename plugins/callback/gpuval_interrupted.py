@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import signal
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from ansible.executor.playbook_executor import PlaybookExecutor
 from ansible.executor.process.worker import WorkerProcess
 from ansible.executor.task_queue_manager import FinalQueue, TaskQueueManager
 from ansible.plugins.callback import CallbackBase
+from ansible.plugins.loader import PluginLoader
 from ansible.utils.context_objects import CLIArgs
 
 DOCUMENTATION = r"""
@@ -53,6 +55,7 @@ class CallbackModule(CallbackBase):
         _closed_workers_are_not_alive()
         _results_are_sent_whole()
         _forks_hold_interruptions()
+        _interrupted_plugin_imports_are_forgotten()
 
     def v2_playbook_on_start(self, playbook: Any) -> None:
         self._playbook_file = playbook._file_name
@@ -173,3 +176,23 @@ def _forks_hold_interruptions() -> None:
     run_letting_in.gpuval_original = run  # type: ignore[attr-defined]
     WorkerProcess.start = start_holding
     WorkerProcess._run = run_letting_in
+
+
+def _interrupted_plugin_imports_are_forgotten() -> None:
+    """ansible-core removes a plugin whose import failed from sys.modules on Exception, not on
+    KeyboardInterrupt: a Ctrl-C during an action plugin's import left the half-run module there,
+    and the finish playbook's task then failed with "no attribute 'ActionModule'", neither
+    collected nor reported. Such a module is now forgotten and imported again when asked."""
+    load = getattr(
+        PluginLoader._load_module_source, "gpuval_original", PluginLoader._load_module_source
+    )
+
+    def load_or_forget(loader: PluginLoader, *, python_module_name: str, path: str) -> Any:
+        try:
+            return load(loader, python_module_name=python_module_name, path=path)
+        except KeyboardInterrupt:
+            sys.modules.pop(python_module_name, None)
+            raise
+
+    load_or_forget.gpuval_original = load  # type: ignore[attr-defined]
+    PluginLoader._load_module_source = load_or_forget

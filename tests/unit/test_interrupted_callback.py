@@ -118,3 +118,24 @@ def test_a_ctrl_c_while_a_worker_is_forked_is_an_interruption_and_reaches_the_wo
     assert printed_by(SIGNALLED_WHILE_FORKING) == (
         "interrupted\nheld in the worker's task: False\n"
     )
+
+
+# The Ctrl-C lands while the play imports an action plugin: its module must not stay half-run.
+INTERRUPTED_WHILE_IMPORTING = f"""
+import pathlib, runpy, sys, tempfile
+from ansible.plugins.loader import action_loader
+
+runpy.run_path({str(REPO / "plugins/callback/gpuval_interrupted.py")!r})["CallbackModule"]()
+plugin = pathlib.Path(tempfile.mkdtemp()) / "half_run.py"
+plugin.write_text("raise KeyboardInterrupt\\nActionModule = object\\n")
+name = "ansible.plugins.action.half_run"
+try:
+    action_loader._load_module_source(python_module_name=name, path=str(plugin))
+except KeyboardInterrupt:
+    print("interrupted")
+print("forgotten" if name not in sys.modules else "left half-run")
+"""
+
+
+def test_a_ctrl_c_while_a_plugin_is_imported_leaves_no_half_run_module() -> None:
+    assert printed_by(INTERRUPTED_WHILE_IMPORTING) == "interrupted\nforgotten\n"
