@@ -178,7 +178,7 @@ def pack_rounds(entries: Iterable[Entry]) -> list[list[Entry]]:
 
 def rounds_of_at_most(rounds: list[list[Entry]], most: int) -> list[list[Entry]]:
     """The rounds in turns of at most `most` pairs, in order (1: one pair after another). The
-    role starts a round's servers at once (async) and then runs its first sides' clients
+    role starts a round's servers at once (in the background) and then runs its first sides' clients
     (iperf3, ib_write_bw, mpirun) in one task, which Ansible runs on `forks` hosts at a time:
     with more pairs than forks the last clients would start after their servers gave up
     (their timeouts cover one pair's tests). Turns of `forks` pairs keep every client within."""
