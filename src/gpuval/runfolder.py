@@ -363,7 +363,7 @@ def _read_sidecar_step(folder: HostFolder, name: str, found: _Reading) -> str | 
         return None
     path, status = at
     sidecar, problems = found.cached(
-        folder, name, status, (), lambda: read_sidecar(path, run_dir, host)
+        folder, name, status, (), lambda: read_sidecar(Path(path), run_dir, host)
     )
     found.diagnostics += problems
     if sidecar is None:
@@ -394,7 +394,7 @@ def _read_sidecar_step(folder: HostFolder, name: str, found: _Reading) -> str | 
     raw_path, raw_status = raw_at
     tool = sidecar.tool
     result, problems = found.cached(
-        folder, sidecar.raw, raw_status, (tool,), lambda: parse_raw(raw_path, raw_source, tool)
+        folder, sidecar.raw, raw_status, (tool,), lambda: parse_raw(Path(raw_path), raw_source, tool)
     )
     found.diagnostics += problems
     found.files.append(RawFile(host, raw_source, sidecar, result))
@@ -422,7 +422,7 @@ def _read_unclaimed(folder: HostFolder, name: str, found: _Reading) -> None:
         )
     )
     result, problems = found.cached(
-        folder, name, status, (None,), lambda: parse_raw(path, source, None)
+        folder, name, status, (None,), lambda: parse_raw(Path(path), source, None)
     )
     found.diagnostics += problems
     found.files.append(RawFile(host, source, None, result))
