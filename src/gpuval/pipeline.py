@@ -39,7 +39,7 @@ import json
 import logging
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -52,7 +52,6 @@ from gpuval.checks.model import STATUS_ORDER, Check, Status, at_least_as_bad, wo
 from gpuval.checks.thresholds import ThresholdsError, load_thresholds
 from gpuval.files.archive import Archive
 from gpuval.files.atomic import OutputError, OutputSet, json_text
-from gpuval.files.workers import FORK_FROM_HOSTS, with_inherited
 from gpuval.history.store import HistoryError, RunEntry, index_run
 from gpuval.judgement import Judging, judge_run_folder
 from gpuval.judgement.model import RunJudgement
@@ -63,7 +62,7 @@ from gpuval.report.results_json import RESULTS_FILE, results_json
 from gpuval.report.summary import checks_by_host
 from gpuval.report.tables import MEASUREMENTS_FILE, measurements_csv
 from gpuval.report.webhook import payload, send
-from gpuval.report.writers import REPORT_RENDERERS
+from gpuval.report.writers import report_files
 from gpuval.runfolder import RunFolderError, read_run_folder
 from gpuval.schemas.validation import SchemaError
 
@@ -109,39 +108,19 @@ class RenderError(Exception):
     """An output could not be rendered (a gpuval bug); nothing was written."""
 
 
-def _measurements_file(judgement: RunJudgement) -> str:
-    return measurements_csv(judgement.measurements)
-
-
-# Every file of a report by name and what renders it from the judgement, the slowest first: at a
-# thousand nodes each takes a second or two, and forked workers take them in this order.
-RENDERERS: dict[str, Callable[[RunJudgement], str | bytes]] = {
-    MEASUREMENTS_FILE: _measurements_file,
-    RESULTS_FILE: results_json,
-    **REPORT_RENDERERS,
-    PROMETHEUS_FILE: prometheus_text,
-}
-
-
-def _rendered(judgement: RunJudgement, name: str) -> bytes:
-    content = RENDERERS[name](judgement)
-    return content.encode("utf-8") if isinstance(content, str) else content
-
-
 def rendered_outputs(judgement: RunJudgement, target: Path, prometheus_file: Path | None
                      ) -> OutputSet:  # fmt: skip
     """Every file of a report, rendered into memory before any is written: a renderer that
-    fails leaves the previous files as they were, never half of them replaced. From
-    FORK_FROM_HOSTS hosts on, side by side on the controller's cores."""
-    names = list(RENDERERS)
-    rendered = with_inherited(
-        _rendered, judgement, names, fork=len(judgement.hosts) >= FORK_FROM_HOSTS
-    )
+    fails leaves the previous files as they were, never half of them replaced."""
     outputs = OutputSet()
-    for name, content in zip(names, rendered, strict=True):
+    outputs.add(target / RESULTS_FILE, results_json(judgement))
+    outputs.add(target / MEASUREMENTS_FILE, measurements_csv(judgement.measurements))
+    for name, content in report_files(judgement).items():
         outputs.add(target / name, content)
+    prometheus = prometheus_text(judgement)
+    outputs.add(target / PROMETHEUS_FILE, prometheus)
     if prometheus_file is not None:
-        outputs.add(prometheus_file, rendered[names.index(PROMETHEUS_FILE)])
+        outputs.add(prometheus_file, prometheus)
     if judgement.profile is not None:
         outputs.add(target / PROFILE_RECORD, json_text(judgement.profile.record()))
     return outputs

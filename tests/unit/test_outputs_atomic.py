@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from tests.sample_runs import sample_copy
 
+import gpuval.report.writers
 from gpuval import pipeline
 from gpuval.cli import main
 from gpuval.files import atomic
@@ -159,7 +160,7 @@ def test_a_render_that_fails_half_way_leaves_the_previous_set_whole(
     def broken(*_: object) -> bytes:
         raise RuntimeError("a renderer bug")
 
-    monkeypatch.setitem(pipeline.RENDERERS, "gpuval.prom", broken)  # the last one rendered
+    monkeypatch.setattr(gpuval.report.writers, "junit_xml", broken)  # the last of the report files
     assert main(["report", str(run), "--quiet"]) == 2
     message = capsys.readouterr().err
     assert "could not be rendered (a gpuval bug" in message

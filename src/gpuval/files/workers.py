@@ -21,11 +21,6 @@ from typing import Any, TypeVar
 FORK_FROM_HOSTS = 16
 
 _Result = TypeVar("_Result")
-_Shared = TypeVar("_Shared")
-_Argument = TypeVar("_Argument")
-
-# What `with_inherited` hands its function: set before the workers fork, so each inherits it.
-_inherited: Any = None
 
 
 def usable_cores() -> int:
@@ -68,26 +63,3 @@ def worker_pool(tasks: int) -> Iterator[Executor]:
         return
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
         yield pool
-
-
-def _apply_to_inherited(function: Callable[[Any, _Argument], _Result], argument: _Argument
-                        ) -> _Result:  # fmt: skip
-    return function(_inherited, argument)
-
-
-def with_inherited(function: Callable[[_Shared, _Argument], _Result], shared: _Shared,
-                   arguments: list[_Argument], fork: bool = True) -> list[_Result]:  # fmt: skip
-    """`function(shared, argument)` for each argument, in order; side by side in forked workers
-    (with `fork` and more than one usable core) that inherit `shared` as it is in memory: it is
-    never pickled, only `function` (a module's), the arguments and the results are. The workers
-    take the arguments in the order given: put the longest work first."""
-    global _inherited
-    if _inherited is not None:
-        raise RuntimeError("with_inherited is already running in this process")
-    _inherited = shared
-    try:
-        with worker_pool(len(arguments) if fork else 1) as pool:
-            futures = [pool.submit(_apply_to_inherited, function, a) for a in arguments]
-            return [future.result() for future in futures]
-    finally:
-        _inherited = None

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
 from json.encoder import encode_basestring
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,7 @@ from gpuval.report.html import render_report
 from gpuval.report.junit import junit_xml
 from gpuval.report.summary import build_summary
 
-__all__ = ["REPORT_RENDERERS", "report_files", "summary_json", "write_report_files"]
+__all__ = ["report_files", "write_report_files"]
 
 
 # The leaves of summary.json: json's C encoder, which `indent=` would leave for its pure-Python
@@ -57,21 +56,14 @@ def indented_json(value: Any, depth: int = 0) -> str:
     return _leaf(value)
 
 
-def summary_json(judgement: RunJudgement) -> str:
-    return indented_json(build_summary(judgement)) + "\n"
-
-
-# report.html, summary.json and junit.xml by name, and what renders each from a judgement.
-REPORT_RENDERERS: dict[str, Callable[[RunJudgement], str | bytes]] = {
-    "report.html": render_report,
-    "summary.json": summary_json,
-    "junit.xml": junit_xml,
-}
-
-
 def report_files(judgement: RunJudgement) -> dict[str, str | bytes]:
     """report.html, summary.json and junit.xml by name, rendered (nothing written)."""
-    return {name: render(judgement) for name, render in REPORT_RENDERERS.items()}
+    summary = indented_json(build_summary(judgement))
+    return {
+        "report.html": render_report(judgement),
+        "summary.json": summary + "\n",
+        "junit.xml": junit_xml(judgement),
+    }
 
 
 def write_report_files(judgement: RunJudgement, out_dir: Path) -> None:
