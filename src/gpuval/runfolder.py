@@ -394,8 +394,9 @@ def _read_sidecar_step(folder: HostFolder, name: str, found: _Reading) -> str | 
     raw_path, raw_status = raw_at
     tool = sidecar.tool
     result, problems = found.cached(
-        folder, sidecar.raw, raw_status, (tool,), lambda: parse_raw(Path(raw_path), raw_source, tool)
-    )
+        folder, sidecar.raw, raw_status, (tool,),
+        lambda: parse_raw(Path(raw_path), raw_source, tool),
+    )  # fmt: skip
     found.diagnostics += problems
     found.files.append(RawFile(host, raw_source, sidecar, result))
     return sidecar.raw

@@ -102,9 +102,9 @@ class HostFolder:
         return cls(run_dir, host, path, statuses)
 
     def file(self, name: str) -> tuple[str, os.stat_result] | None:
-        """`host_file` of `name` (as text: a Path for each of 67,000 files that are mostly
-        taken from the parse cache costs more than the rest of looking them up), with its
-        status (RefusedPath, None as there)."""
+        """`host_file` of `name`, with its status (RefusedPath, None as there). The path is
+        text: a thousand nodes' 67,000 files are mostly taken from the parse cache unread, and
+        a Path for each cost more than the rest of looking them up."""
         check_file_name(name)
         status = self.statuses.get(name)
         if not readable(self.host, name, status):
