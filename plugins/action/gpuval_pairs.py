@@ -28,11 +28,14 @@ description:
     (RV(retry_rounds)), the next stage (RV(next)), the MPI preflight's outcome and, in staged
     mode, the search (RV(search), handed back with O(search) after each of its rounds), the
     stages it may still take (RV(search_rounds_left)), one line on the round just judged
-    (RV(stage_summary)) and on the search so far (RV(search_summary)), and the group tests'
-    outcomes (RV(groups)); RV(next)'s C(scope) holds the round numbers its pairs use. The search
-    itself is C(gpuval.plan.group_testing.SearchCall); this action only reads its options,
-    calls gpuval and returns. Every planned entry is C({round, a, b, tries, steps, peers,
-    lanes}), with the try number of each kind and the step names it writes (gpuval.plan.steps).
+    (RV(stage_summary)) and on the search so far (RV(search_summary)), the group tests'
+    outcomes (RV(groups)), and what the next stage will take by the run's plan
+    (RV(next_stage_s), also at the end of RV(stage_summary); from the stage costs in the run
+    folder's plan.json, where there is one); RV(next)'s C(scope) holds the round numbers its
+    pairs use. The search itself is C(gpuval.plan.group_testing.SearchCall); this action only
+    reads its options, calls gpuval and returns. Every planned entry is C({round, a, b, tries,
+    steps, peers, lanes}), with the try number of each kind and the step names it writes
+    (gpuval.plan.steps).
   - With O(commands), also what the nodes run (C(gpuval.plan.pair_plan)), that is the kinds
     that run and why the others do not (RV(kinds), RV(skip_reasons), RV(summary)), the rails
     (RV(rdma_rails), RV(hosts_with_rail), RV(rails)), RV(addresses), staged mode's
@@ -230,7 +233,24 @@ class ActionModule(ActionBase):
         )
         if progress.groups:
             result["groups"] = progress.groups
+        if search is not None and planned.mode in ("groups", "pairs"):
+            self._estimate(result, run_dir, planned.groups, next_stage["rounds"])
         return result
+
+    @staticmethod
+    def _estimate(result: dict[str, Any], run_dir: Path, groups: list[list[str]],
+                  rounds: list[list[dict[str, Any]]]) -> None:  # fmt: skip
+        """The next stage's time by the run's plan (plan.json), in RV(next_stage_s) and at the
+        end of RV(stage_summary)."""
+        from gpuval.plan.plan_text import clock
+        from gpuval.plan.stage_costs import PLAN_FILE, next_stage_s
+
+        seconds, problem = next_stage_s(run_dir, groups, rounds)
+        if problem:
+            result.setdefault("warnings", []).append(problem)
+        if seconds is not None:
+            result["next_stage_s"] = round(seconds, 1)
+            result["stage_summary"] += f"; about {clock(seconds)} by the plan ({PLAN_FILE})"
 
     def _plan(self, task_vars: dict[str, Any], hosts: list[str], in_play: set[str]) -> PairPlan:
         """gpuval.plan.pair_plan's plan over the hosts still in play, in the inventory's order."""

@@ -33,3 +33,38 @@ def test_all_pairs_rounds_come_in_turns_of_forks_pairs(tmp_path: Path) -> None:
     # 8 hosts: 7 rounds of 4 pairs, each in two turns of 2 pairs under the same round number.
     assert [len(turn) for turn in turns] == [2] * 14
     assert [turn[0]["round"] for turn in turns] == [r for r in range(1, 8) for _ in (1, 2)]
+
+
+# A play of 8 hosts: one pair's tests 10 s, a round's fixed part 0.4 s a wave of forks hosts,
+# 1 CPU s per tested host and 0.05 s per idle one over 2 cores (numbers chosen to count by hand).
+STAGE_COSTS = {
+    "nodes": 8, "forks": 2, "controller_cores": 2, "pair_tests_s": 10.0, "round_fixed_s": 0.4,
+    "cpu_per_host_s": 1.0, "cpu_per_idle_host_s": 0.05, "group_test_s": 4.0,
+    "launch_per_node_s": 0.5,
+}  # fmt: skip
+
+
+def test_the_search_says_what_its_next_stage_takes_by_the_runs_plan(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    (run_dir / "raw").mkdir(parents=True)
+    (run_dir / "plan.json").write_text(json.dumps({"total_s": 100.0, "stage_costs": STAGE_COSTS}))
+    said = tmp_path / "said.json"
+    # Staged mode reads the hosts' variables (their switch): the hosts are the inventory's.
+    completed = run_locally(tmp_path, HOSTS, {
+        "name": "start the search", "gather_facts": False,
+        "tasks": [
+            {"name": "Plan", "gpuval_pairs": {
+                "run_dir": str(run_dir), "hosts": HOSTS, "mode": "staged", "stage": "start",
+            }, "register": "plan", "run_once": True},
+            {"name": "Keep it", "ansible.builtin.copy": {
+                "content": "{{ plan | to_json }}", "dest": str(said),
+            }, "run_once": True},
+        ],
+    }, forks=2)  # fmt: skip
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    plan = json.loads(said.read_text())
+    # iperf3 only: the screen is one round of 4 pairs, in two turns of 2 pairs (forks 2). A turn
+    # tests 4 hosts: 10 s of tests + 0.4 s for each of its 2 waves + (4 x 1 + 4 x 0.05) / 2 s.
+    assert [len(turn) for turn in plan["next"]["rounds"]] == [2, 2]
+    assert plan["next_stage_s"] == 2 * (10 + 0.8 + 2.1)
+    assert plan["stage_summary"].endswith("; about 0:00:26 by the plan (plan.json)")

@@ -26,6 +26,7 @@ from gpuval.plan import steps
 from gpuval.plan.confirmation import MIN_PARTNERS
 from gpuval.plan.group_testing import Played, simulate
 from gpuval.plan.plan_model import PhaseCost, RunEstimate, Shape, StepCost
+from gpuval.plan.stage_costs import StageCosts
 from gpuval.plan.step_costs import (
     DEFAULTS,
     Variables,
@@ -313,17 +314,26 @@ def _round_kinds(p: _Planner, plan: steps.RunPlan) -> list[StepCost]:
     return kinds
 
 
-def _pairs_phase(p: _Planner, plan: steps.RunPlan, mode: str) -> tuple[PhaseCost, int, float]:
-    """(the pair phase, its rounds, what a fault adds at most)."""
+def _pairs_phase(p: _Planner, plan: steps.RunPlan, mode: str
+                 ) -> tuple[PhaseCost, int, float, StageCosts | None]:  # fmt: skip
+    """(the pair phase, its rounds, what a fault adds at most, what its stages cost)."""
     shape, v = p.shape, p.v
     if shape.nodes < 2:
-        return PhaseCost("pairs", (), "one node: no pairs"), 0, 0.0
+        return PhaseCost("pairs", (), "one node: no pairs"), 0, 0.0, None
     kinds = _round_kinds(p, plan)
-    round_fixed = DEFAULTS["round-overhead"].seconds + (
-        DEFAULTS["collect-round"].seconds
-        if v.flag("bench_pairs_collect_each_round", "true") == "true"
-        else 0.0
-    )
+    costs = StageCosts(
+        nodes=shape.nodes, forks=shape.forks, controller_cores=shape.controller_cores,
+        pair_tests_s=sum(k.total_s for k in kinds),
+        round_fixed_s=DEFAULTS["round-overhead"].seconds + (
+            DEFAULTS["collect-round"].seconds
+            if v.flag("bench_pairs_collect_each_round", "true") == "true"
+            else 0.0
+        ),
+        cpu_per_host_s=DEFAULTS["round-cpu-per-host"].seconds,
+        cpu_per_idle_host_s=DEFAULTS["round-cpu-per-idle-host"].seconds,
+        group_test_s=DEFAULTS["allreduce-pair"].seconds,
+        launch_per_node_s=DEFAULTS["launch-per-node"].seconds,
+    )  # fmt: skip
     round_waves = p.waves
     for key in ("round-cpu-per-host", "round-cpu-per-idle-host"):
         p.costs.defaults_used[key] = DEFAULTS[key].reason
@@ -332,44 +342,23 @@ def _pairs_phase(p: _Planner, plan: steps.RunPlan, mode: str) -> tuple[PhaseCost
     # The hosts an all-pairs round tests: every one (an odd one sits out), or one pair.
     all_pairs_tested = shape.nodes - shape.nodes % 2 if parallel else 2
 
-    def host_share(tested: int) -> float:
-        """The controller's work in a round that tests `tested` hosts of the play: theirs (the
-        pair's tasks, the collect), and every other host's skipped include."""
-        cpu_s = (
-            tested * DEFAULTS["round-cpu-per-host"].seconds
-            + (shape.nodes - tested) * DEFAULTS["round-cpu-per-idle-host"].seconds
-        )
-        return shape.controller_s(cpu_s / shape.nodes)
-
-    def turns(hosts: int) -> int:
-        """A round's turns, one after another (gpuval.plan.pair_rounds.rounds_of_at_most: at
-        most `forks` pairs each, so each turn's clients run in one wave): every kind runs once
-        a turn, its torchruns started at once (gpuval.plan.pair_plan.started_at_once)."""
-        return batches(max(hosts // 2, 1), shape.forks)
-
-    def round_s(hosts: int) -> float:
-        """One round of pairs over `hosts`: its kinds once a turn, Ansible's fixed part once a
-        wave, and the controller's work for the play's hosts, tested or not."""
-        kinds_s = sum(k.total_s for k in kinds)
-        return (
-            kinds_s * turns(hosts) + round_fixed * batches(hosts, shape.forks) + (host_share(hosts))
-        )
-
     def controller_share(rounds: int, tested: int) -> StepCost:
         return StepCost(
             "pairs", f"per round: the controller for {tested} hosts tested of {shape.nodes}",
-            "round-cpu-per-host", rounds, host_share(tested), "default",
+            "round-cpu-per-host", rounds, costs.host_share(tested), "default",
         )  # fmt: skip
 
     def pair_rounds(rounds: int) -> list[StepCost]:
         """`rounds` rounds of pairs over every node."""
-        body = [replace(k, count=k.count * rounds * turns(shape.nodes)) for k in kinds]
+        turns = costs.turns(shape.nodes)
+        body = [replace(k, count=k.count * rounds * turns) for k in kinds]
         overhead = "per round: Ansible and the collect"
         body.append(
             StepCost(
-                "pairs", overhead, "round-overhead", rounds * round_waves, round_fixed, "default"
+                "pairs", overhead, "round-overhead", rounds * round_waves, costs.round_fixed_s,
+                "default",
             )
-        )
+        )  # fmt: skip
         body.append(controller_share(rounds, all_pairs_tested))
         p.costs.defaults_used["round-overhead"] = DEFAULTS["round-overhead"].reason
         return body
@@ -381,8 +370,8 @@ def _pairs_phase(p: _Planner, plan: steps.RunPlan, mode: str) -> tuple[PhaseCost
         # A faulty node is in a failing pair of every round it plays (N-1 of them), and the
         # repeats pack failing pairs into disjoint pairs: N-1 repeat rounds of its one pair,
         # each try again.
-        repeats = (shape.nodes - 1) * round_s(2) * (plan.pairs_max_tries - 1)
-        return PhaseCost("pairs", (p.overhead("pairs"), *body), note), rounds, repeats
+        repeats = (shape.nodes - 1) * costs.pair_round_s(2) * (plan.pairs_max_tries - 1)
+        return PhaseCost("pairs", (p.overhead("pairs"), *body), note), rounds, repeats, costs
     sizes = " ".join(
         f"--{n}-bytes {v.text(f'bench_pairs_allreduce_{n}_bytes', d)}"
         for n, d in (("min", "1M"), ("max", "64M"))
@@ -392,8 +381,7 @@ def _pairs_phase(p: _Planner, plan: steps.RunPlan, mode: str) -> tuple[PhaseCost
         name = "all-nodes all-reduce" if size == shape.nodes else f"group all-reduce of {size}"
         return p.step(
             "pairs", name, f"{steps.ALLNODES_ALLREDUCE}@{size} {sizes}",
-            DEFAULTS["allreduce-pair"].seconds + DEFAULTS["launch-per-node"].seconds * size,
-            "allreduce-pair", "launch-per-node",
+            costs.group_test_each_s(size), "allreduce-pair", "launch-per-node",
             timeout_s=v.number("bench_pairs_allreduce_timeout_s", 300),
         )  # fmt: skip
 
@@ -405,7 +393,7 @@ def _pairs_phase(p: _Planner, plan: steps.RunPlan, mode: str) -> tuple[PhaseCost
     # once per wave of `forks` hosts, the screen's as every later round's.
     group_round = StepCost(
         "pairs", "per group round: Ansible (start, wait, collect)", "round-overhead",
-        round_waves, round_fixed, "default",
+        round_waves, costs.round_fixed_s, "default",
     )  # fmt: skip
     screen = (
         pair_rounds(1)
@@ -416,20 +404,20 @@ def _pairs_phase(p: _Planner, plan: steps.RunPlan, mode: str) -> tuple[PhaseCost
     # a failing pair (the screen's too, when it is by pairs) repeats that pair with the tries
     # left (repeat.yml), a round each.
     later = sum(
-        all_nodes(largest).total_s + round_fixed * batches(tested, shape.forks) + host_share(tested)
+        costs.group_round_s(tested, largest, all_nodes(largest).total_s)
         if kind == "groups"
-        else round_s(tested)
+        else costs.pair_round_s(tested)
         for kind, tested, largest in played.stages[1:]
     )
     pair_stages = played.pair_rounds + (1 if by_pairs else 0)
-    fault = later + pair_stages * (plan.pairs_max_tries - 1) * round_s(2)
+    fault = later + pair_stages * (plan.pairs_max_tries - 1) * costs.pair_round_s(2)
     # The screen is the first group round, by pairs or not.
     groups, pairs = played.group_rounds - 1, played.pair_rounds
     note = (
         f"staged: the screen; one faulty node adds {played.rounds - 1} round(s) of the search "
         f"({groups} of groups, {pairs} of pairs; all pairs would be {scale['all-pairs']})"
     )
-    return PhaseCost("pairs", (p.overhead("pairs"), *screen), note), 0, fault
+    return PhaseCost("pairs", (p.overhead("pairs"), *screen), note), 0, fault, costs
 
 
 def _health_level(v: Variables, level: str) -> tuple[int, int, float]:
@@ -521,14 +509,16 @@ def estimate(
     costs = _Costs(measured)
     planner = _Planner(shape, v, costs)
     costs.defaults_used["phase-overhead"] = DEFAULTS["phase-overhead"].reason
-    pairs, rounds, fault = _pairs_phase(planner, plan, mode)
+    pairs, rounds, fault, stage_costs = _pairs_phase(planner, plan, mode)
     phases = [
         *_node_phases(planner, plan),
         *_spanning_phases(planner, plan),
         pairs,
         *_closing_phases(planner, plan),
     ]
-    return RunEstimate(shape, mode, rounds, tuple(phases), fault, dict(costs.defaults_used))
+    return RunEstimate(
+        shape, mode, rounds, tuple(phases), fault, dict(costs.defaults_used), stage_costs
+    )
 
 
 def cost_keys(estimate: RunEstimate) -> list[str]:

@@ -8,6 +8,8 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from gpuval.plan.stage_costs import STAGE_COSTS_KEY, StageCosts
+
 FORKS = 50  # ansible.cfg's forks
 
 
@@ -70,6 +72,7 @@ class RunEstimate:
     # pairs, its failing round's repeats (bench_pairs_max_tries).
     fault_s: float
     defaults_used: dict[str, str] = field(default_factory=dict)
+    stage_costs: StageCosts | None = None  # None: no pair phase
 
     @property
     def total_s(self) -> float:
@@ -98,4 +101,5 @@ class RunEstimate:
                 for phase in self.phases
             ],
             "defaults": self.defaults_used,
+            **({STAGE_COSTS_KEY: self.stage_costs.to_dict()} if self.stage_costs else {}),
         }
