@@ -6,14 +6,8 @@ round trip."""
 
 from __future__ import annotations
 
-import base64
-import binascii
-import io
-import os
-import stat
-import tarfile
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from ansible.plugins.action import ActionBase
 
@@ -48,8 +42,8 @@ class ActionModule(ActionBase):
     _supports_check_mode = False
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
-        from gpuval.files.atomic import OutputError
-        from gpuval.plugin_api import sibling_module
+        from gpuval.files.node_archive import held
+        from gpuval.plugin_api import collect_packed, sibling_module
 
         result: dict[str, Any] = super().run(tmp, task_vars)
         _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
@@ -61,99 +55,4 @@ class ActionModule(ActionBase):
         )
         if packed.get("failed"):
             return {**result, **packed}
-        if not packed["found"]:
-            return {**result, "changed": False, "files": 0, "new_files": 0,
-                    "msg": f"nothing to collect: no folder {node_dir}"}  # fmt: skip
-        try:
-            unpacked = unpack(base64.b64decode(packed["archive"], validate=True), dest)
-        except (binascii.Error, tarfile.TarError, OSError, OutputError) as problem:
-            return {**result, "failed": True, "msg": f"what {node_dir} sent cannot be unpacked "
-                    f"into {dest}: {problem}"}  # fmt: skip
-        warnings = [
-            f"{dest}/{name}: the controller's copy kept, the node's is shorter"
-            for name in unpacked.kept
-        ] + [f"{node_dir}/{problem} (left for a later collect)" for problem in packed["unreadable"]]
-        if unpacked.written:
-            warnings += read_ahead(dest)
-        return {
-            **result,
-            "changed": bool(unpacked.written),
-            "files": packed["files"],
-            "new_files": len(unpacked.written),
-            "kept": unpacked.kept,
-            "msg": f"{packed['files']} file(s), {len(unpacked.written)} new or changed -> {dest}",
-            **({"warnings": warnings} if warnings else {}),
-        }
-
-
-def held(dest: Path) -> dict[str, list[int]]:
-    """What the controller holds of the node: path relative to dest -> [size, mtime (whole
-    seconds)], regular files only (what gpuval_pack compares with)."""
-    found: dict[str, list[int]] = {}
-    for folder, _, names in os.walk(dest):
-        for name in names:
-            path = Path(folder, name)
-            status = path.lstat()
-            if stat.S_ISREG(status.st_mode):
-                found[str(path.relative_to(dest))] = [status.st_size, int(status.st_mtime)]
-    return found
-
-
-def read_ahead(dest: Path) -> list[str]:
-    """Parse what just arrived in raw/<host>/ into the run's parse cache, so that `gpuval report`
-    finds it read; warnings (never a failure: the report reads what the cache lacks)."""
-    from gpuval.runfolder import RAW_DIR, update_parse_cache
-
-    if dest.parent.name != RAW_DIR:
-        return []
-    try:
-        update_parse_cache(dest.parent.parent, dest.name)
-    except Exception as problem:  # a slower report, never a lost collect
-        return [f"{dest}: not read ahead for the report ({type(problem).__name__}: {problem})"]
-    return []
-
-
-class Unpacked(NamedTuple):
-    written: list[str]
-    kept: list[str]  # controller copies longer than the node's
-
-
-def unpack(archive: bytes, dest: Path) -> Unpacked:
-    """The regular files of a .tar.gz into dest, each whole, inside dest (tarfile's data
-    filter), never shortening a file dest holds."""
-    outcome = Unpacked([], [])
-    if not archive:
-        return outcome
-    dest.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
-        for member in tar:
-            if not member.isfile():
-                continue
-            safe = tarfile.data_filter(member, str(dest))
-            target = dest / safe.name
-            if _longer(target, safe.size):
-                outcome.kept.append(safe.name)
-                continue
-            source = tar.extractfile(member)
-            assert source is not None  # a regular file
-            _write_whole(target, source.read(), safe.mtime)
-            outcome.written.append(safe.name)
-    return outcome
-
-
-def _longer(path: Path, size: int) -> bool:
-    """Whether path is a regular file longer than size (a link is no copy to keep)."""
-    try:
-        found = path.lstat()
-    except FileNotFoundError:
-        return False
-    return stat.S_ISREG(found.st_mode) and found.st_size > size
-
-
-def _write_whole(path: Path, content: bytes, mtime: float) -> None:
-    """Whole or not at all, never through a link (gpuval.files.atomic), with the node's modification
-    time: the next collect compares it with the node's."""
-    from gpuval.files.atomic import write_output
-
-    write_output(path, content)
-    os.utime(path, (mtime, mtime))
+        return {**result, **collect_packed(packed, node_dir, dest)}

@@ -11,6 +11,8 @@ pair analysis, the thresholds, the report pipeline), so a move of those is fixed
   probe outputs by gpuval's parsers, and the cross-host version rule;
 - `capture_module` / `sibling_module`: the name of a node-side module (capture, pack) beside a
   running action, and `capture_on_node`: one gpuval_capture call of an action's steps;
+- `collect_packed` / `read_ahead`: what a node packed, into the controller's raw/<host>/, and
+  parsed ahead into the run's parse cache;
 - `add_inventory_hosts`: the hosts an inventory plugin (slurm, lambda_cloud) found, into the
   inventory;
 - `preload`: what the action plugins import, imported once in ansible-playbook's main process.
@@ -40,9 +42,10 @@ VERDICT_OF_EXIT_CODE = {1: "fail", 2: "error", 3: "unjudged"}
 # process, before it forks, every worker has them already.
 ACTION_IMPORTS = (
     "gpuval.checks.pairs", "gpuval.checks.thresholds", "gpuval.evidence", "gpuval.files.atomic",
-    "gpuval.nodebench", "gpuval.plan.group_testing", "gpuval.plan.health_probes",
-    "gpuval.plan.mpirun", "gpuval.plan.pair_plan", "gpuval.runfolder", "gpuval.slurm.allocation",
-    "gpuval.slurm.nodes", "gpuval.slurm.scontrol",
+    "gpuval.files.node_archive", "gpuval.nodebench", "gpuval.plan.group_testing",
+    "gpuval.plan.health_probes", "gpuval.plan.mpirun", "gpuval.plan.pair_plan",
+    "gpuval.plan.plan_text", "gpuval.plan.stage_costs", "gpuval.runfolder",
+    "gpuval.slurm.allocation", "gpuval.slurm.nodes", "gpuval.slurm.scontrol",
 )  # fmt: skip
 
 
@@ -92,6 +95,28 @@ def sibling_module(resolved_action: str | None, module: str) -> str:
     if len(parts) == 3 and parts[0] != "ansible":
         return f"{parts[0]}.{parts[1]}.{module}"
     return module
+
+
+def collect_packed(packed: Mapping[str, Any], node_dir: str, dest: Path) -> dict[str, Any]:
+    """What a node packed, into the controller's raw/<host>/ (`dest`), read ahead for the
+    report: a collect's return values (gpuval.files.node_archive.collected)."""
+    from gpuval.files.node_archive import collected
+
+    return collected(packed, node_dir, dest, read_ahead)
+
+
+def read_ahead(dest: Path) -> list[str]:
+    """Parse what just arrived in raw/<host>/ into the run's parse cache, so that `gpuval report`
+    finds it read; warnings (never a failure: the report reads what the cache lacks)."""
+    from gpuval.runfolder import RAW_DIR, update_parse_cache
+
+    if dest.parent.name != RAW_DIR:
+        return []
+    try:
+        update_parse_cache(dest.parent.parent, dest.name)
+    except Exception as problem:  # a slower report, never a lost collect
+        return [f"{dest}: not read ahead for the report ({type(problem).__name__}: {problem})"]
+    return []
 
 
 # ------------------------------------------------------------------ inventory plugins

@@ -1,6 +1,8 @@
-"""The collect action and its node side (library/gpuval_pack.py): every file arrives, a second
-collect carries nothing, only what changed goes again, a controller copy is never shortened,
-and nothing the node sends lands outside its folder."""
+"""A collect (the gpuval_collect action, gpuval_capture's collect_to): the node packs what the
+controller lacks (plugins/module_utils/gpuval_pack_files.py), the controller unpacks it
+(gpuval.files.node_archive). Every file arrives, a second collect carries nothing, only what
+changed goes again, a controller copy is never shortened, and nothing the node sends lands
+outside its folder."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gpuval.files import node_archive
 from gpuval.files.atomic import OutputError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -31,14 +34,13 @@ def load(name: str, path: Path) -> ModuleType:
     return module
 
 
-ACTION = load("gpuval_collect_action", REPO / "plugins" / "action" / "gpuval_collect.py")
-PACK = load("gpuval_pack_module", REPO / "library" / "gpuval_pack.py")
+PACK = load("gpuval_pack_files", REPO / "plugins" / "module_utils" / "gpuval_pack_files.py")
 
 
 def collect(node: Path, dest: Path) -> tuple[dict[str, Any], Any]:
     """One collect as the action does it: the node packs against what dest holds, dest unpacks."""
-    packed = PACK.pack(str(node), ACTION.held(dest))
-    return packed, ACTION.unpack(base64.b64decode(packed["archive"]), dest)
+    packed = PACK.pack(str(node), node_archive.held(dest))
+    return packed, node_archive.unpack(base64.b64decode(packed["archive"]), dest)
 
 
 def test_every_file_arrives_once_and_then_only_what_changed(tmp_path: Path) -> None:
@@ -97,7 +99,7 @@ def test_links_on_the_node_are_not_followed(tmp_path: Path) -> None:
 
 
 def test_a_node_without_its_folder_packs_nothing(tmp_path: Path) -> None:
-    unpacked = ACTION.unpack(b"", tmp_path / "raw" / "node1")
+    unpacked = node_archive.unpack(b"", tmp_path / "raw" / "node1")
     assert (unpacked.written, unpacked.kept) == ([], [])
     assert not (tmp_path / "raw").exists()
 
@@ -141,7 +143,7 @@ def test_nothing_a_node_sends_lands_outside_its_folder(
     before = sorted(root.rglob("*"))
     # A refusal (TarError) fails the collect task, naming the folder.
     with contextlib.suppress(tarfile.TarError):
-        ACTION.unpack(archive_of(members), dest)
+        node_archive.unpack(archive_of(members), dest)
     after = [path for path in sorted(root.rglob("*")) if path not in before]
     assert all(path == dest or dest in path.parents for path in after), after
     assert not (root / "reports" / "run" / "raw" / "outside.txt").exists()
@@ -154,6 +156,8 @@ def test_a_link_on_the_controller_is_refused_never_written_through(tmp_path: Pat
     (dest / "real.txt").write_text("the controller's own file")
     (dest / "os-release.txt").symlink_to(dest / "real.txt")
     with pytest.raises(OutputError, match=r"os-release\.txt: a symbolic link"):
-        ACTION.unpack(archive_of([(regular("os-release.txt"), b"ID=debian and more\n")]), dest)
+        node_archive.unpack(
+            archive_of([(regular("os-release.txt"), b"ID=debian and more\n")]), dest
+        )
     assert (dest / "real.txt").read_text() == "the controller's own file"
     assert (dest / "os-release.txt").is_symlink()

@@ -5,7 +5,6 @@ beside raw/, never in it, and so does a report written into its run folder."""
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import os
 import pickle
@@ -16,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from gpuval import parsers
+from gpuval import parsers, plugin_api
 from gpuval.files import parse_cache
 from gpuval.files.atomic import write_output
 from gpuval.pipeline import judge, report
@@ -217,20 +216,14 @@ def test_cache_files_are_written_without_fsync_unlike_outputs(
 
 
 def test_the_collect_reads_ahead_beside_raw_never_in_it(tmp_path: Path) -> None:
-    spec = importlib.util.spec_from_file_location(
-        "gpuval_collect_action", REPO / "plugins" / "action" / "gpuval_collect.py"
-    )
-    assert spec and spec.loader
-    action = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(action)
     run = tmp_path / "run"
     dest = run / "raw" / "dual-gpu-pcie"
     shutil.copytree(SAMPLE / "raw" / "dual-gpu-pcie", dest)
     sent = sorted(p.name for p in dest.iterdir())
-    assert action.read_ahead(dest) == []
+    assert plugin_api.read_ahead(dest) == []
     assert sorted(p.name for p in dest.iterdir()) == sent
     assert [p.name for p in (run / parse_cache.CACHE_DIR).iterdir()] == ["dual-gpu-pcie.pickle"]
-    assert action.read_ahead(tmp_path / "elsewhere") == []  # not a run folder's raw/<host>/
+    assert plugin_api.read_ahead(tmp_path / "elsewhere") == []  # not a run folder's raw/<host>/
     assert not (tmp_path / parse_cache.CACHE_DIR).exists()
 
 
