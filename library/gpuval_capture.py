@@ -15,11 +15,13 @@ from ansible.module_utils.basic import AnsibleModule
 
 try:  # the repository's library/ (ansible.cfg's module_utils)
     from ansible.module_utils.gpuval_capture_steps import batches, capture_together
+    from ansible.module_utils.gpuval_pack_files import pack
 except ImportError:  # the gpuval.cluster collection
     from ansible_collections.gpuval.cluster.plugins.module_utils.gpuval_capture_steps import (
         batches,
         capture_together,
     )
+    from ansible_collections.gpuval.cluster.plugins.module_utils.gpuval_pack_files import pack
 
 DOCUMENTATION = r"""
 ---
@@ -46,6 +48,10 @@ description:
     job that must start together whatever Ansible's C(forks)). Waiting for them is one blocking
     C(flock) on RV(background_lock), not an C(async_status) loop (a module run per host and
     second).
+  - With O(collect_to), once the steps ended the files of O(dest) that the controller does not
+    hold yet come back in the task's own result and are written into O(collect_to) on the
+    controller, as C(gpuval_collect) would in a task of its own (the action plugin of the same
+    name does the controller's part).
 version_added: "0.1.0"
 options:
   name:
@@ -146,6 +152,18 @@ options:
         polls until their ports listen); the task fails with its output unless it exits 0
         within 90 s.
     type: str
+  collect_to:
+    description:
+      - The controller's C(raw/<host>/) folder, to bring the new files of O(dest) to once the
+        steps ended (not with O(background), whose steps outlive the task; not in check mode).
+      - Read by the action plugin on the controller, which gives the module O(pack_held).
+    type: path
+  pack_held:
+    description:
+      - What the controller holds of O(dest) (path relative to it -> [size, mtime in whole
+        seconds]); the files that differ are returned as RV(pack). Set by the action plugin for
+        O(collect_to).
+    type: dict
 notes:
   - Check mode runs nothing and writes nothing; it reports the step as changed.
   - A command killed by a signal other than the timeout is recorded with exit code 128 + signal.
@@ -258,6 +276,18 @@ results:
   returned: when O(steps) is given, unless O(background)
   type: list
   elements: dict
+pack:
+  description:
+    - The new or changed files of O(dest), as module C(gpuval_pack) returns them (C(found),
+      C(files), C(packed), C(archive), C(unreadable)); the action plugin unpacks them and
+      returns RV(collected) instead.
+  returned: with O(pack_held)
+  type: dict
+collected:
+  description: What O(collect_to) received, as C(gpuval_collect) returns it (C(files),
+    C(new_files), C(kept), C(msg)).
+  returned: with O(collect_to)
+  type: dict
 background_lock:
   description: The lock the background process holds until its steps have ended.
   returned: with O(background)
@@ -290,6 +320,8 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "return_output": {"type": "bool", "default": False},
     "background": {"type": "str"},
     "ready": {"type": "str"},
+    "collect_to": {"type": "path"},
+    "pack_held": {"type": "dict"},
 }
 # ready polls on its own (gpuval.plan.pair_plan's listening commands give up after 60 s).
 READY_TIMEOUT_S = 90
@@ -410,6 +442,8 @@ def main() -> None:
         module.fail_json(msg=problem)
     if params["ready"] is not None and params["background"] is None:
         module.fail_json(msg="ready is run only with background (the steps in the background)")
+    if params["background"] is not None and params["collect_to"] is not None:
+        module.fail_json(msg="collect_to is for steps that end within the task, not background")
     if params["background"] is not None and not STEP_NAME.match(params["background"]):
         module.fail_json(msg=f"background {params['background']!r} may hold only letters, "
                          "digits, '.', '_', '-'")  # fmt: skip
@@ -433,10 +467,13 @@ def main() -> None:
             module.fail_json(msg=problem, background_lock=lock)
         module.exit_json(failed=False, changed=True, background_lock=lock)
     results = [result for batch in batches(steps) for result in capture_together(batch, params)]
+    packed = (
+        {} if params["pack_held"] is None else {"pack": pack(params["dest"], params["pack_held"])}
+    )
     if params["steps"] is not None:
-        module.exit_json(failed=False, changed=True, results=results)
+        module.exit_json(failed=False, changed=True, results=results, **packed)
     single = {k: v for k, v in results[0].items() if k != "name"}
-    module.exit_json(failed=False, changed=True, **single)
+    module.exit_json(failed=False, changed=True, **single, **packed)
 
 
 if __name__ == "__main__":
