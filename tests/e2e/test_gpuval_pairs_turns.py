@@ -49,16 +49,16 @@ def test_the_search_says_what_its_next_stage_takes_by_the_runs_plan(tmp_path: Pa
     (run_dir / "raw").mkdir(parents=True)
     (run_dir / "plan.json").write_text(json.dumps({"total_s": 100.0, "stage_costs": STAGE_COSTS}))
     said = tmp_path / "said.json"
-    # Staged mode reads the hosts' variables (their switch): the hosts are the inventory's.
-    completed = run_locally(tmp_path, HOSTS, {
+    # The hosts are no inventory's (staged mode asks each one's variables for its switch).
+    completed = run_locally(tmp_path, ["controller"], {
         "name": "start the search", "gather_facts": False,
         "tasks": [
             {"name": "Plan", "gpuval_pairs": {
                 "run_dir": str(run_dir), "hosts": HOSTS, "mode": "staged", "stage": "start",
-            }, "register": "plan", "run_once": True},
+            }, "register": "plan"},
             {"name": "Keep it", "ansible.builtin.copy": {
                 "content": "{{ plan | to_json }}", "dest": str(said),
-            }, "run_once": True},
+            }},
         ],
     }, forks=2)  # fmt: skip
     assert completed.returncode == 0, completed.stdout + completed.stderr

@@ -72,7 +72,8 @@ def topology_of(hostvars: Mapping[str, Mapping[str, Any]], hosts: Iterable[str])
     """Each host's switch (or rack) from its inventory variables; hosts without one are left out."""
     found: dict[str, str] = {}
     for host in hosts:
-        variables = hostvars.get(host, {})
+        # Ansible's hostvars answers `in` for a host outside the inventory, but not `get`.
+        variables = hostvars[host] if host in hostvars else {}  # noqa: SIM401
         name = next((variables[v] for v in TOPOLOGY_VARIABLES if variables.get(v)), None)
         if name is not None:
             found[host] = str(name)
