@@ -56,6 +56,7 @@ class CallbackModule(CallbackBase):
         _results_are_sent_whole()
         _forks_hold_interruptions()
         _interrupted_plugin_imports_are_forgotten()
+        _workers_stopped_by_ctrl_c_are_an_interruption()
 
     def v2_playbook_on_start(self, playbook: Any) -> None:
         self._playbook_file = playbook._file_name
@@ -196,3 +197,24 @@ def _interrupted_plugin_imports_are_forgotten() -> None:
 
     load_or_forget.gpuval_original = load  # type: ignore[attr-defined]
     PluginLoader._load_module_source = load_or_forget
+
+
+def _workers_stopped_by_ctrl_c_are_an_interruption() -> None:
+    """ansible-core's Ctrl-C handler sets SIGINT back to its default, tells every worker to stop,
+    then raises KeyboardInterrupt. Landing where Python prints an exception as ignored and drops
+    it (a weak reference's callback, run by the garbage collector), the interruption was lost:
+    the play went on, found the stopped workers and ended in "A worker was found in a dead
+    state" (exit 1), neither collected nor reported. Dead workers found while SIGINT is left at
+    its default are the Ctrl-C's: an interruption."""
+    has_dead_workers = getattr(
+        TaskQueueManager.has_dead_workers, "gpuval_original", TaskQueueManager.has_dead_workers
+    )
+
+    def dead_or_interrupted(manager: TaskQueueManager) -> bool:
+        dead = bool(has_dead_workers(manager))
+        if dead and signal.getsignal(signal.SIGINT) is signal.SIG_DFL:
+            raise KeyboardInterrupt
+        return dead
+
+    dead_or_interrupted.gpuval_original = has_dead_workers  # type: ignore[attr-defined]
+    TaskQueueManager.has_dead_workers = dead_or_interrupted

@@ -6,7 +6,8 @@ once in an end-to-end run interrupted after its first pair round). And a worker 
 reaches while it writes a result must finish writing before it dies: killed holding the results
 queue's lock, it left the play's clean-up waiting forever (an end-to-end run hung that way). And
 a Ctrl-C landing while a worker is forked must not be lost in the fork's hooks (an end-to-end run
-then ended in "A worker was found in a dead state", exit 1, neither collected nor reported)."""
+then ended in "A worker was found in a dead state", exit 1, neither collected nor reported), nor
+in a weak reference's callback (the same end, in another end-to-end run)."""
 
 from __future__ import annotations
 
@@ -139,3 +140,42 @@ print("forgotten" if name not in sys.modules else "left half-run")
 
 def test_a_ctrl_c_while_a_plugin_is_imported_leaves_no_half_run_module() -> None:
     assert printed_by(INTERRUPTED_WHILE_IMPORTING) == "interrupted\nforgotten\n"
+
+
+# The Ctrl-C lands in a weak reference's callback, where Python prints the KeyboardInterrupt as
+# ignored and drops it; the workers it stopped are then found dead. A manager whose SIGINT
+# handler never ran finds its dead worker as before.
+CTRL_C_LOST_IN_A_WEAKREF_CALLBACK = f"""
+import runpy, signal, weakref
+from ansible.executor.task_queue_manager import TaskQueueManager
+
+runpy.run_path({str(REPO / "plugins/callback/gpuval_interrupted.py")!r})["CallbackModule"]()
+
+class Stopped:
+    exitcode = -2  # ended by the handler's SIGINT
+
+class Collected:
+    pass
+
+def found(manager):
+    try:
+        return "dead" if manager.has_dead_workers() else "alive"
+    except KeyboardInterrupt:
+        return "interrupted"
+
+manager = TaskQueueManager.__new__(TaskQueueManager)
+manager._workers = []
+signal.signal(signal.SIGINT, manager._signal_handler)
+print(found(manager))
+thing = Collected()
+ref = weakref.ref(thing, lambda _: manager._signal_handler(signal.SIGINT, None))
+del thing
+manager._workers = [Stopped()]
+print(found(manager))
+signal.signal(signal.SIGINT, signal.default_int_handler)
+print(found(manager))
+"""
+
+
+def test_a_ctrl_c_lost_in_a_weakref_callback_is_still_an_interruption() -> None:
+    assert printed_by(CTRL_C_LOST_IN_A_WEAKREF_CALLBACK) == "alive\ninterrupted\ndead\n"
