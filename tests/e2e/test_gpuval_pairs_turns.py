@@ -1,40 +1,18 @@
 """The gpuval_pairs action cuts a round in turns of at most the play's forks pairs, read from
 ansible-playbook itself (here ansible.cfg's forks = 2): a round's servers start at once, its
 clients in one task on forks hosts at a time, so more pairs than forks would start the last
-clients after their servers gave up."""
+clients after their servers gave up. A staged search says what its next stage will take by the
+run's plan."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from tests.e2e.local_playbook import run_locally
 
 HOSTS = [f"node{i}" for i in range(1, 9)]
-
-
-def test_all_pairs_rounds_come_in_turns_of_forks_pairs(tmp_path: Path) -> None:
-    run_dir = tmp_path / "run"
-    (run_dir / "raw").mkdir(parents=True)
-    planned = tmp_path / "planned.json"
-    completed = run_locally(tmp_path, ["controller"], {
-        "name": "plan the pairs", "gather_facts": False,
-        "tasks": [
-            {"name": "Plan", "gpuval_pairs": {
-                "run_dir": str(run_dir), "hosts": HOSTS, "mode": "all-pairs", "stage": "start",
-            }, "register": "plan"},
-            {"name": "Keep it", "ansible.builtin.copy": {
-                "content": "{{ plan.next.rounds | to_json }}", "dest": str(planned),
-            }},
-        ],
-    }, forks=2)  # fmt: skip
-    assert completed.returncode == 0, completed.stdout + completed.stderr
-    turns = json.loads(planned.read_text())
-    # 8 hosts: 7 rounds of 4 pairs, each in two turns of 2 pairs under the same round number.
-    assert [len(turn) for turn in turns] == [2] * 14
-    assert [turn[0]["round"] for turn in turns] == [r for r in range(1, 8) for _ in (1, 2)]
-
-
 # A play of 8 hosts: one pair's tests 10 s, a round's fixed part 0.4 s a wave of forks hosts,
 # 1 CPU s per tested host and 0.05 s per idle one over 2 cores (numbers chosen to count by hand).
 STAGE_COSTS = {
@@ -44,17 +22,19 @@ STAGE_COSTS = {
 }  # fmt: skip
 
 
-def test_the_search_says_what_its_next_stage_takes_by_the_runs_plan(tmp_path: Path) -> None:
+def started(tmp_path: Path, mode: str, plan: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What gpuval_pairs returns at stage start for HOSTS, run by ansible-playbook with forks 2
+    on the controller alone (the hosts are no inventory's); `plan`: the run folder's plan.json."""
     run_dir = tmp_path / "run"
     (run_dir / "raw").mkdir(parents=True)
-    (run_dir / "plan.json").write_text(json.dumps({"total_s": 100.0, "stage_costs": STAGE_COSTS}))
+    if plan is not None:
+        (run_dir / "plan.json").write_text(json.dumps(plan))
     said = tmp_path / "said.json"
-    # The hosts are no inventory's (staged mode asks each one's variables for its switch).
     completed = run_locally(tmp_path, ["controller"], {
-        "name": "start the search", "gather_facts": False,
+        "name": "plan the pairs", "gather_facts": False,
         "tasks": [
             {"name": "Plan", "gpuval_pairs": {
-                "run_dir": str(run_dir), "hosts": HOSTS, "mode": "staged", "stage": "start",
+                "run_dir": str(run_dir), "hosts": HOSTS, "mode": mode, "stage": "start",
             }, "register": "plan"},
             {"name": "Keep it", "ansible.builtin.copy": {
                 "content": "{{ plan | to_json }}", "dest": str(said),
@@ -62,7 +42,20 @@ def test_the_search_says_what_its_next_stage_takes_by_the_runs_plan(tmp_path: Pa
         ],
     }, forks=2)  # fmt: skip
     assert completed.returncode == 0, completed.stdout + completed.stderr
-    plan = json.loads(said.read_text())
+    result: dict[str, Any] = json.loads(said.read_text())
+    return result
+
+
+def test_all_pairs_rounds_come_in_turns_of_forks_pairs(tmp_path: Path) -> None:
+    turns = started(tmp_path, "all-pairs")["next"]["rounds"]
+    # 8 hosts: 7 rounds of 4 pairs, each in two turns of 2 pairs under the same round number.
+    assert [len(turn) for turn in turns] == [2] * 14
+    assert [turn[0]["round"] for turn in turns] == [r for r in range(1, 8) for _ in (1, 2)]
+
+
+def test_the_search_says_what_its_next_stage_takes_by_the_runs_plan(tmp_path: Path) -> None:
+    # Staged mode asks each host's variables for its switch: hosts outside the inventory too.
+    plan = started(tmp_path, "staged", {"total_s": 100.0, "stage_costs": STAGE_COSTS})
     # iperf3 only: the screen is one round of 4 pairs, in two turns of 2 pairs (forks 2). A turn
     # tests 4 hosts: 10 s of tests + 0.4 s for each of its 2 waves + (4 x 1 + 4 x 0.05) / 2 s.
     assert [len(turn) for turn in plan["next"]["rounds"]] == [2, 2]
