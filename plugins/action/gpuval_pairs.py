@@ -242,8 +242,7 @@ class ActionModule(ActionBase):
                   rounds: list[list[dict[str, Any]]]) -> None:  # fmt: skip
         """The next stage's time by the run's plan (plan.json), in RV(next_stage_s) and at the
         end of RV(stage_summary)."""
-        from gpuval.plan.plan_text import clock
-        from gpuval.plan.stage_costs import PLAN_FILE, next_stage_s
+        from gpuval.plan.plan_text import PLAN_FILE, clock, next_stage_s
 
         seconds, problem = next_stage_s(run_dir, groups, rounds)
         if problem:

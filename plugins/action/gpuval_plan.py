@@ -95,7 +95,7 @@ class ActionModule(ActionBase):
         document = plan_text.plan_document(estimate)
         if not self._task.check_mode:
             try:
-                write_output(Path(args["run_dir"]) / "plan.json", json_text(document))
+                write_output(Path(args["run_dir"]) / plan_text.PLAN_FILE, json_text(document))
             except OutputError as problem:
                 return {**result, "failed": True, "msg": str(problem)}
         return {**result, "changed": False, "plan": document, "lines": lines}

@@ -10,7 +10,8 @@ import pytest
 
 from gpuval.plan import duration
 from gpuval.plan.plan_model import Shape
-from gpuval.plan.stage_costs import StageCosts, next_stage_s
+from gpuval.plan.plan_text import next_stage_s
+from gpuval.plan.stage_costs import StageCosts
 
 # 8 hosts, 2 cores: a pair's tests 10 s, a round's fixed part 0.4 s a wave of forks hosts, the
 # controller 1 CPU s per tested host and 0.05 s per idle one, a group test 4 s + 0.5 s a member.

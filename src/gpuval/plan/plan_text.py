@@ -1,13 +1,19 @@
 """A run's time plan as text, its cost where instances are rented, and what to turn off to fit a
-budget."""
+budget; plan.json, and what the staged search reads back from it."""
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from gpuval.plan.plan_model import RunEstimate
+from gpuval.plan.stage_costs import STAGE_COSTS_KEY, StageCosts
+
+PLAN_FILE = "plan.json"  # plan_document's file in a run folder (the gpuval_plan action writes it)
 
 
 def clock(seconds: float) -> str:
@@ -110,3 +116,25 @@ def to_fit(estimate: RunEstimate, max_s: float, staged: RunEstimate | None = Non
             "  even all of these leave it over: test fewer nodes (--limit) or raise the budget"
         )
     return lines
+
+
+def next_stage_s(run_dir: Path, groups: Sequence[Sequence[str]], rounds: Sequence[Sequence[Any]]
+                 ) -> tuple[float | None, str | None]:  # fmt: skip
+    """What the run's plan says the search's next stage (`groups`, or `rounds` of pair entries)
+    will take: (seconds, None); (None, None) when the run has no plan.json or its plan has no
+    pair phase; (None, why) when plan.json cannot be read."""
+    path = run_dir / PLAN_FILE
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None, None
+    except (OSError, ValueError) as problem:
+        return None, f"{path}: cannot be read ({problem}); the next stage is not estimated"
+    found = document.get(STAGE_COSTS_KEY) if isinstance(document, dict) else None
+    if found is None:
+        return None, None
+    try:
+        costs = StageCosts.from_dict(found if isinstance(found, dict) else {})
+    except ValueError as problem:
+        return None, f"{path}: {problem}; the next stage is not estimated"
+    return costs.stage_s(groups, rounds), None

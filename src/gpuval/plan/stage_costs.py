@@ -1,13 +1,11 @@
 """What a stage of the pair phase costs, by the hosts it tests: the prices the plan gives the pair
 rounds and group tests (gpuval.plan.duration), kept in plan.json so that the staged search can
-say, after each stage, what the next one will take (the gpuval_pairs action)."""
+say, after each stage, what the next one will take (gpuval.plan.plan_text.next_stage_s)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
-from pathlib import Path
 from typing import Any
 
 from gpuval.plan.step_costs import batches
@@ -84,28 +82,3 @@ class StageCosts:
                 raise ValueError(f"{STAGE_COSTS_KEY}.{field.name} is {value!r}, not a number")
             values[field.name] = int(value) if field.type == "int" else float(value)
         return cls(**values)
-
-
-PLAN_FILE = "plan.json"  # the run's time plan, in its run folder (the gpuval_plan action's)
-
-
-def next_stage_s(run_dir: Path, groups: Sequence[Sequence[str]], rounds: Sequence[Sequence[Any]]
-                 ) -> tuple[float | None, str | None]:  # fmt: skip
-    """What the run's plan says the search's next stage (`groups`, or `rounds` of pair entries)
-    will take: (seconds, None); (None, None) when the run has no plan.json or its plan has no
-    pair phase; (None, why) when plan.json cannot be read."""
-    path = run_dir / PLAN_FILE
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None, None
-    except (OSError, ValueError) as problem:
-        return None, f"{path}: cannot be read ({problem}); the next stage is not estimated"
-    found = document.get(STAGE_COSTS_KEY) if isinstance(document, dict) else None
-    if found is None:
-        return None, None
-    try:
-        costs = StageCosts.from_dict(found if isinstance(found, dict) else {})
-    except ValueError as problem:
-        return None, f"{path}: {problem}; the next stage is not estimated"
-    return costs.stage_s(groups, rounds), None
