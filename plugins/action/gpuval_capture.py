@@ -34,8 +34,11 @@ class ActionModule(ActionBase):
             task_vars=task_vars,
         )
         result.update(captured)
-        if target is None or captured.get("failed") or "pack" not in captured:
+        if target is None or captured.get("failed"):
             return result
+        if "pack" not in captured:  # never a collect that silently brought nothing
+            why = f"the node's {CAPTURE_MODULE} packed nothing for collect_to {target}"
+            return {**result, "failed": True, "msg": f"{why}: it is not this gpuval's module"}
         from gpuval.plugin_api import collect_packed
 
         collected = collect_packed(result.pop("pack"), str(module_args["dest"]), target)
