@@ -4,6 +4,7 @@ the calls it makes to the node (`_execute_module`) recorded instead of sent."""
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,23 +24,25 @@ def run_action(
     args: dict[str, Any],
     task_vars: dict[str, Any],
     resolved_action: str | None = None,
+    node: Callable[[dict[str, Any]], dict[str, Any]] = lambda call: {"results": []},
+    check_mode: bool = False,
 ) -> ActionRun:
     """plugins/action/<name>.py run with the task's `args`; each node-side module call answers
-    {"results": []}. `resolved_action`: the name Ansible resolved the task's action to (the
-    collection's FQCN, or the short name)."""
+    what `node` makes of it (by default {"results": []}). `resolved_action`: the name Ansible
+    resolved the task's action to (the collection's FQCN, or the short name)."""
     spec = importlib.util.spec_from_file_location(name, ACTIONS / f"{name}.py")
     assert spec is not None and spec.loader is not None
     plugin = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(plugin)
     task = mock.MagicMock(
-        args=args, resolved_action=resolved_action or name, async_val=0, check_mode=False
+        args=args, resolved_action=resolved_action or name, async_val=0, check_mode=check_mode
     )
     action = plugin.ActionModule(task, *(mock.MagicMock() for _ in range(5)))
     calls: list[dict[str, Any]] = []
 
     def execute_module(**call: Any) -> dict[str, Any]:
         calls.append(call)
-        return {"results": []}
+        return node(call)
 
     action._execute_module = execute_module
     return ActionRun(action.run(task_vars=task_vars), calls)
