@@ -285,7 +285,7 @@ pack:
   type: dict
 collected:
   description: What O(collect_to) received, as C(gpuval_collect) returns it (C(files),
-    C(new_files), C(kept), C(msg)).
+    C(new_files), C(superseded), C(msg)).
   returned: with O(collect_to)
   type: dict
 background_lock:

@@ -22,9 +22,10 @@ description:
     collect after every phase costs what that phase wrote.
   - Everything goes (outputs of failed steps, partial outputs of killed steps, sidecars of
     skipped steps, hidden files); links and special files do not.
-  - Each file is written whole (a temporary file renamed into place, never through a link). A
-    controller copy is never replaced by a shorter one from the node (a truncated or emptied
-    file would destroy evidence); it is kept, and named in a warning. A node without
+  - Each file is written whole (a temporary file renamed into place, never through a link).
+    The node's copy is the one judged (a step's output and sidecar from the same try); a
+    controller copy longer than it is moved to the run's superseded/<host>/ first, never lost,
+    and named in a warning. A node without
     O(node_dir) changes nothing and says so in RV(msg).
 options:
   node_dir: {description: The node's run folder., type: path, required: true}

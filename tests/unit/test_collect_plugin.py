@@ -1,7 +1,7 @@
 """A collect (the gpuval_collect action, gpuval_capture's collect_to): the node packs what the
 controller lacks (plugins/module_utils/gpuval_pack_files.py), the controller unpacks it
 (gpuval.files.node_archive). Every file arrives, a second collect carries nothing, only what
-changed goes again, a controller copy is never shortened, and nothing the node sends lands
+changed goes again, a longer controller copy moves to superseded/, and nothing the node sends lands
 outside its folder."""
 
 from __future__ import annotations
@@ -70,19 +70,42 @@ def test_every_file_arrives_once_and_then_only_what_changed(tmp_path: Path) -> N
     assert (dest / "nccl-all_reduce.txt").read_text().endswith("and the rest")
 
 
-def test_a_controller_copy_is_never_replaced_by_a_shorter_one(tmp_path: Path) -> None:
-    node, dest = tmp_path / "node", tmp_path / "raw" / "node1"
+def test_a_shorter_node_copy_is_judged_and_the_longer_one_moves_to_superseded(
+    tmp_path: Path,
+) -> None:
+    run = tmp_path / "run"
+    node, dest = tmp_path / "node", run / "raw" / "node1"
     node.mkdir()
     (node / "os-release.txt").write_text("ID=debian\n")
     (node / "nccl-all_reduce.txt").write_text("# Avg bus bandwidth : 98.414\n")
     collect(node, dest)
-    (node / "os-release.txt").write_text("")  # emptied (full disk, or a node hiding evidence)
+    os.utime(dest / "os-release.txt", (1_700_000_000, 1_700_000_000))
+    (node / "os-release.txt").write_text("")  # emptied: judged as empty, never as the old text
     (node / "nccl-all_reduce.txt").write_text("# Avg")
     _, unpacked = collect(node, dest)
-    assert sorted(unpacked.kept) == ["nccl-all_reduce.txt", "os-release.txt"]
-    assert unpacked.written == []
-    assert (dest / "os-release.txt").read_text() == "ID=debian\n"
-    assert (dest / "nccl-all_reduce.txt").read_text() == "# Avg bus bandwidth : 98.414\n"
+    assert sorted(unpacked.written) == ["nccl-all_reduce.txt", "os-release.txt"]
+    assert (dest / "os-release.txt").read_text() == ""
+    assert (dest / "nccl-all_reduce.txt").read_text() == "# Avg"
+    assert "superseded/node1/os-release.txt.1700000000" in unpacked.superseded
+    assert (run / "superseded" / "node1" / "os-release.txt.1700000000").read_text() == "ID=debian\n"
+    assert len(unpacked.superseded) == 2
+
+
+def test_a_step_run_again_is_judged_on_its_new_output_and_sidecar_together(
+    tmp_path: Path,
+) -> None:
+    # Seen on a lent H200: a second try under the same run id wrote a shorter sidecar; keeping
+    # the controller's longer one judged the new output with the earlier try's exit status.
+    node, dest = tmp_path / "node", tmp_path / "run" / "raw" / "node1"
+    node.mkdir()
+    (node / "nccl-sendrecv.txt").write_text("# Avg bus bandwidth : 0\n")
+    (node / "nccl-sendrecv.meta.json").write_text('{"exit_code": 0, "duration_s": 2.270821}')
+    collect(node, dest)
+    (node / "nccl-sendrecv.txt").write_text("Segmentation fault\n")
+    (node / "nccl-sendrecv.meta.json").write_text('{"exit_code": 139}')
+    collect(node, dest)
+    assert (dest / "nccl-sendrecv.txt").read_text() == "Segmentation fault\n"
+    assert (dest / "nccl-sendrecv.meta.json").read_text() == '{"exit_code": 139}'
 
 
 def test_links_on_the_node_are_not_followed(tmp_path: Path) -> None:
@@ -100,7 +123,7 @@ def test_links_on_the_node_are_not_followed(tmp_path: Path) -> None:
 
 def test_a_node_without_its_folder_packs_nothing(tmp_path: Path) -> None:
     unpacked = node_archive.unpack(b"", tmp_path / "raw" / "node1")
-    assert (unpacked.written, unpacked.kept) == ([], [])
+    assert (unpacked.written, unpacked.superseded) == ([], [])
     assert not (tmp_path / "raw").exists()
 
 

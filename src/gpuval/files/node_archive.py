@@ -1,6 +1,12 @@
 """The controller's side of a collect: what it holds of a node (so that the node packs only what
-is new), and the node's .tar.gz unpacked into raw/<host>/, each file whole, inside that folder,
-never shortening a copy the controller holds (gpuval_collect, and gpuval_capture's collect_to)."""
+is new), and the node's .tar.gz unpacked into raw/<host>/, each file whole, inside that folder
+(gpuval_collect, and gpuval_capture's collect_to).
+
+The node's copy of a file is always the one judged, so that a step's output and its sidecar come
+from the same try (a step run again under the same run id rewrites both). Where it is shorter
+than the copy the controller holds (emptied, truncated, or a shorter output of a later try), that
+copy is never lost: it moves first to superseded/<host>/, outside raw/ (no node file can reach
+it), named with its modification time."""
 
 from __future__ import annotations
 
@@ -30,14 +36,22 @@ def held(dest: Path) -> dict[str, list[int]]:
     return found
 
 
+SUPERSEDED_DIR = "superseded"
+
+
 class Unpacked(NamedTuple):
     written: list[str]
-    kept: list[str]  # controller copies longer than the node's
+    superseded: list[str]  # where each controller copy longer than the node's was moved
+
+
+def superseded_dir(dest: Path) -> Path:
+    """Where raw/<host>/'s superseded copies go: <run>/superseded/<host>/."""
+    return dest.parent.parent / SUPERSEDED_DIR / dest.name
 
 
 def unpack(archive: bytes, dest: Path) -> Unpacked:
     """The regular files of a .tar.gz into dest, each whole, inside dest (tarfile's data
-    filter), never shortening a file dest holds."""
+    filter); a longer copy that dest holds is moved to superseded_dir(dest) first."""
     outcome = Unpacked([], [])
     if not archive:
         return outcome
@@ -49,8 +63,7 @@ def unpack(archive: bytes, dest: Path) -> Unpacked:
             safe = tarfile.data_filter(member, str(dest))
             target = dest / safe.name
             if _longer(target, safe.size):
-                outcome.kept.append(safe.name)
-                continue
+                outcome.superseded.append(_supersede(target, dest, safe.name))
             source = tar.extractfile(member)
             assert source is not None  # a regular file
             _write_whole(target, source.read(), safe.mtime)
@@ -65,6 +78,15 @@ def _longer(path: Path, size: int) -> bool:
     except FileNotFoundError:
         return False
     return stat.S_ISREG(found.st_mode) and found.st_size > size
+
+
+def _supersede(path: Path, dest: Path, name: str) -> str:
+    """Move the controller's copy `path` (dest/name) to superseded/<host>/<name>.<mtime>; its
+    new path, relative to the run folder."""
+    moved = superseded_dir(dest) / f"{name}.{int(path.lstat().st_mtime)}"
+    moved.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(path, moved)
+    return str(moved.relative_to(dest.parent.parent))
 
 
 def _write_whole(path: Path, content: bytes, mtime: float) -> None:
@@ -88,8 +110,9 @@ def collected(packed: Mapping[str, Any], node_dir: str, dest: Path,
         return {"failed": True, "msg": f"what {node_dir} sent cannot be unpacked into {dest}: "
                 f"{problem}"}  # fmt: skip
     warnings = [
-        f"{dest}/{name}: the controller's copy kept, the node's is shorter"
-        for name in unpacked.kept
+        f"{dest.parent.parent / moved}: the copy collected earlier, longer than the node's "
+        "(the node's is judged now)"
+        for moved in unpacked.superseded
     ] + [f"{node_dir}/{problem} (left for a later collect)" for problem in packed["unreadable"]]
     if unpacked.written:
         warnings += read_ahead(dest)
@@ -97,7 +120,7 @@ def collected(packed: Mapping[str, Any], node_dir: str, dest: Path,
         "changed": bool(unpacked.written),
         "files": packed["files"],
         "new_files": len(unpacked.written),
-        "kept": unpacked.kept,
+        "superseded": unpacked.superseded,
         "msg": f"{packed['files']} file(s), {len(unpacked.written)} new or changed -> {dest}",
         **({"warnings": warnings} if warnings else {}),
     }
