@@ -1,6 +1,6 @@
-"""The suite with the quick health level on a lent H100
-(tests/data/device/h100-x1-suite-2026-11-23): judged again from its raw outputs, the verdict is
-what its README says the outputs show."""
+"""The suite with the quick health level on lent GPUs, judged again from its raw outputs: an H100
+(tests/data/device/h100-x1-suite-2026-11-23) and an H200 (h200-x1-suite-2026-11-27). Each
+verdict is what the run's README says its outputs show."""
 
 from __future__ import annotations
 
@@ -11,30 +11,40 @@ import pytest
 
 from gpuval.pipeline import report_run
 
-RUN = Path(__file__).parents[1] / "data" / "device" / "h100-x1-suite-2026-11-23"
+DEVICE = Path(__file__).parents[1] / "data" / "device"
+# The burn's own figure (health-gemm-burn.txt), against NVIDIA's dense BF16 figure for both
+# boards: 989.4 TFLOPS (H100 SXM and H200 SXM share the Hopper SXM compute).
+BURN_TFLOPS = {"h100-x1-suite-2026-11-23": 678.38, "h200-x1-suite-2026-11-27": 666.50}
+
+Checks = dict[str, dict[str, object]]
+Judged = tuple[str, list[dict[str, object]]]  # the run's folder name, its localhost checks
 
 
-@pytest.fixture(scope="module")
-def checks(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, object]]:
+@pytest.fixture(scope="module", params=sorted(BURN_TFLOPS))
+def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Judged:
     out = tmp_path_factory.mktemp("judged")
-    assert report_run(RUN, out_dir=out, quiet=True) == 0
+    assert report_run(DEVICE / request.param, out_dir=out, quiet=True) == 0
     results = json.loads((out / "results.json").read_text(encoding="utf-8"))
     assert results["verdict"] == "warn"
-    return {c["check_id"]: c for c in results["checks"] if c["host"] == "localhost"}
+    return request.param, [c for c in results["checks"] if c["host"] == "localhost"]
 
 
-def test_the_burn_ran_through_the_health_role_and_passes(
-    checks: dict[str, dict[str, object]],
-) -> None:
-    burn = checks["health.burn.GPU0"]
+def by_id(checks: list[dict[str, object]]) -> Checks:
+    return {str(c["check_id"]): c for c in checks if c["check_id"] != "parse.warning"}
+
+
+def test_the_burn_ran_through_the_health_role_and_passes(run: Judged) -> None:
+    name, checks = run
+    burn = by_id(checks)["health.burn.GPU0"]
     assert burn["status"] == "pass"
-    assert burn["measured"] == pytest.approx(678.38, abs=0.01)
-    assert burn["reference"] == 989.4  # H100 SXM dense BF16
+    assert burn["measured"] == pytest.approx(BURN_TFLOPS[name], abs=0.01)
+    assert burn["reference"] == 989.4
 
 
 def test_nothing_fails_and_every_warning_is_a_step_the_node_could_not_run(
-    checks: dict[str, dict[str, object]],
+    run: Judged,
 ) -> None:
+    checks = by_id(run[1])
     assert not [k for k, c in checks.items() if c["status"] in ("fail", "error", "unjudged")]
     skipped = {k: str(c["reason"]) for k, c in checks.items() if k.startswith("step.")}
     assert "lspci not found" in skipped["step.health-lspci"]
@@ -44,3 +54,13 @@ def test_nothing_fails_and_every_warning_is_a_step_the_node_could_not_run(
     assert "health.nvlink.errors" not in checks  # no NVLink on this GPU: no counter to judge
     for subject in ("xid", "memory", "clocks"):
         assert checks[f"health.{subject}"]["status"] == "pass"
+
+
+def test_the_nccl_the_binaries_loaded_is_named_apart_from_the_one_they_were_built_on(
+    run: Judged,
+) -> None:
+    # Both machines' image: nccl-tests' header line "nccl-headers=22809 nccl-library=22803" and
+    # NCCL's "NCCL version 2.28.3+cuda13.0": built on the wheel's 2.28.9 (nccl_home), run on
+    # the 2.28.3 of /usr (the install phase, which sets the library path, was skipped).
+    warnings = [str(c["reason"]) for c in run[1] if c["check_id"] == "parse.warning"]
+    assert any("libnccl.so.2.28.3 differs from header NCCL 2.28.9" in w for w in warnings)
