@@ -24,6 +24,7 @@ description:
   - The GPUs per node come from O(gpus_per_node), else C(gpuval_gpus_per_node); the rails from
     O(rails), else C(gpuval_ib_hcas); where neither is set the plan leaves the GPU or RDMA steps
     out and says so.
+  - The phases the run's --tags and --skip-tags skip are listed with no time, and say so.
   - Writes O(run_dir)/plan.json (not in check mode).
 options:
   hosts:
@@ -66,13 +67,19 @@ class ActionModule(ActionBase):
 
         from gpuval.files.atomic import OutputError, json_text, write_output
         from gpuval.plan import duration, inputs, plan_model, plan_text
+        from gpuval.plan.phase_tags import RUN_TAGS, SKIP_TAGS
 
         task_vars = task_vars or {}
         result: dict[str, Any] = super().run(tmp, task_vars)
         _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         try:
             defaults = inputs.role_defaults(ROLES)
-            variables = inputs.merged(defaults, self._seen(task_vars, args["hosts"], defaults))
+            variables = inputs.merged(
+                defaults,
+                self._seen(task_vars, args["hosts"], defaults),
+                # The run's own --tags and --skip-tags: the phases they skip are left out.
+                {name: task_vars.get(name) for name in (RUN_TAGS, SKIP_TAGS)},
+            )
             gpus = args["gpus_per_node"]
             if gpus is None:
                 gpus = int(variables.get("gpuval_gpus_per_node") or 0)

@@ -36,6 +36,7 @@ Examples:
   gpuval plan --nodes 16 --gpus-per-node 8 --rails 8 --max-minutes 30
   gpuval plan --nodes 1024 --gpus-per-node 8 --rails 8 -e bench_pairs_mode=staged --json
   gpuval plan --nodes 1024 --gpus-per-node 8 --controller-cores 32   # planned on a laptop
+  gpuval plan -i inventory/my-cluster.ini --skip-tags install   # as the run will be started
   gpuval plan --nodes 2 --gpus-per-node 8 --price-per-hour 23.92   # Lambda 8x H100 SXM"""
 
 
@@ -79,6 +80,20 @@ def add_plan_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
     plan.add_argument(
         "--price-per-hour", type=positive_number, metavar="USD", help="what one node costs per hour"
     )
+    plan.add_argument(
+        "--tags",
+        action="append",
+        default=[],
+        metavar="TAGS",
+        help="plan only the phases these ansible-playbook tags run (comma-separated, repeatable)",
+    )
+    plan.add_argument(
+        "--skip-tags",
+        action="append",
+        default=[],
+        metavar="TAGS",
+        help="leave out the phases these tags skip, as ansible-playbook --skip-tags would",
+    )
     plan.add_argument("--json", action="store_true", help="print plan.json instead of the table")
     plan.add_argument(
         "--reports",
@@ -110,6 +125,7 @@ def _inventory(path: Path) -> tuple[list[str], dict[str, Any]]:
 
 def shape_and_variables(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     from gpuval.plan import inputs
+    from gpuval.plan.phase_tags import RUN_TAGS, SKIP_TAGS
     from gpuval.plan.plan_model import FORKS, Shape
 
     layers = [inputs.role_defaults(inputs.roles_dir())]
@@ -127,6 +143,7 @@ def shape_and_variables(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
 
         layers.append(load_profile(args.profile).ansible_vars())
     layers.append(inputs.extra_vars(args.extra_vars))
+    layers.append({RUN_TAGS: ",".join(args.tags), SKIP_TAGS: ",".join(args.skip_tags)})
     variables = inputs.merged(*layers)
     gpus = args.gpus_per_node
     if gpus is None:

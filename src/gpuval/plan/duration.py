@@ -25,6 +25,7 @@ from typing import Any
 from gpuval.plan import steps
 from gpuval.plan.confirmation import MIN_PARTNERS
 from gpuval.plan.group_testing import Played, simulate
+from gpuval.plan.phase_tags import TagSelection
 from gpuval.plan.plan_model import PhaseCost, RunEstimate, Shape, StepCost
 from gpuval.plan.stage_costs import StageCosts
 from gpuval.plan.step_costs import (
@@ -516,6 +517,13 @@ def estimate(
         pairs,
         *_closing_phases(planner, plan),
     ]
+    tags = TagSelection.of(variables)
+    phases = [
+        phase if tags.phase_runs(phase.name) else PhaseCost(phase.name, (), f"left out by {tags}")
+        for phase in phases
+    ]
+    if not tags.phase_runs(pairs.name):
+        rounds, fault, stage_costs = 0, 0.0, None
     return RunEstimate(
         shape, mode, rounds, tuple(phases), fault, dict(costs.defaults_used), stage_costs
     )
