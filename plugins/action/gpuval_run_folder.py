@@ -22,6 +22,10 @@ description:
   - Writes O(run_json) as O(run_dir)/run.json, whole or not at all, only where there is none
     yet. A run started again with the same run id keeps its first run.json (its start time).
   - A symbolic link where run.json goes is refused, never written through.
+  - A run started again with the same run id plays some phases again (all, or those its --tags
+    and --skip-tags select): the failure records an earlier start left for those phases
+    (C(raw/<host>/failed-<phase>.*)) move to C(superseded/<host>/), named in a warning, so a
+    phase that now passes is not judged on its earlier failure; it is recorded anew if it fails.
   - Changed where it made the folder or wrote run.json; check mode says so and writes nothing.
 options:
   run_dir: {description: The run folder (reports/<run-id>)., type: path, required: true}
@@ -35,6 +39,11 @@ options:
 
 RETURN = r"""
 created: {description: What was (or would be) made., returned: always, type: list, elements: str}
+superseded:
+  description: The earlier failure records moved, relative to the run folder.
+  returned: always
+  type: list
+  elements: str
 """
 
 ARGUMENT_SPEC: dict[str, Any] = {
@@ -64,7 +73,24 @@ class ActionModule(ActionBase):
                         "msg": f"{problem.filename or run_dir}: {problem.strerror}"}  # fmt: skip
             except OutputError as problem:
                 return {**result, "failed": True, "created": [], "msg": str(problem)}
-        return {**result, "changed": bool(created), "created": created}
+        moved = [] if self._task.check_mode else _earlier_failures(run_dir, task_vars or {})
+        warnings = [f"{run_dir / path}: an earlier start's failure record of a phase played again"
+                    for path in moved]  # fmt: skip
+        return {**result, "changed": bool(created or moved), "created": created,
+                "superseded": moved, **({"warnings": warnings} if warnings else {})}  # fmt: skip
+
+
+def _earlier_failures(run_dir: Path, task_vars: dict[str, Any]) -> list[str]:
+    """The failure records of the phases this start plays (its tags), moved to superseded/."""
+    from gpuval.files.superseded import supersede_records
+    from gpuval.plan import steps
+    from gpuval.plan.phase_tags import TagSelection
+
+    played = [phase for phase in steps.PHASES if TagSelection.of(task_vars).phase_runs(phase)]
+    return supersede_records(
+        run_dir,
+        [steps.failed(phase) + suffix for phase in played for suffix in (".txt", ".meta.json")],
+    )
 
 
 def _run_json_text(document: dict[str, Any]) -> str:

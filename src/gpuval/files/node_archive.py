@@ -5,8 +5,7 @@ is new), and the node's .tar.gz unpacked into raw/<host>/, each file whole, insi
 The node's copy of a file is always the one judged, so that a step's output and its sidecar come
 from the same try (a step run again under the same run id rewrites both). Where it is shorter
 than the copy the controller holds (emptied, truncated, or a shorter output of a later try), that
-copy is never lost: it moves first to superseded/<host>/, outside raw/ (no node file can reach
-it), named with its modification time."""
+copy is never lost: it moves first to superseded/<host>/ (gpuval.files.superseded)."""
 
 from __future__ import annotations
 
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from gpuval.files.atomic import OutputError, write_output
+from gpuval.files.superseded import supersede
 
 
 def held(dest: Path) -> dict[str, list[int]]:
@@ -36,22 +36,14 @@ def held(dest: Path) -> dict[str, list[int]]:
     return found
 
 
-SUPERSEDED_DIR = "superseded"
-
-
 class Unpacked(NamedTuple):
     written: list[str]
     superseded: list[str]  # where each controller copy longer than the node's was moved
 
 
-def superseded_dir(dest: Path) -> Path:
-    """Where raw/<host>/'s superseded copies go: <run>/superseded/<host>/."""
-    return dest.parent.parent / SUPERSEDED_DIR / dest.name
-
-
 def unpack(archive: bytes, dest: Path) -> Unpacked:
     """The regular files of a .tar.gz into dest, each whole, inside dest (tarfile's data
-    filter); a longer copy that dest holds is moved to superseded_dir(dest) first."""
+    filter); a longer copy that dest holds is moved to superseded/<host>/ first."""
     outcome = Unpacked([], [])
     if not archive:
         return outcome
@@ -63,7 +55,7 @@ def unpack(archive: bytes, dest: Path) -> Unpacked:
             safe = tarfile.data_filter(member, str(dest))
             target = dest / safe.name
             if _longer(target, safe.size):
-                outcome.superseded.append(_supersede(target, dest, safe.name))
+                outcome.superseded.append(supersede(target, dest, safe.name))
             source = tar.extractfile(member)
             assert source is not None  # a regular file
             _write_whole(target, source.read(), safe.mtime)
@@ -78,15 +70,6 @@ def _longer(path: Path, size: int) -> bool:
     except FileNotFoundError:
         return False
     return stat.S_ISREG(found.st_mode) and found.st_size > size
-
-
-def _supersede(path: Path, dest: Path, name: str) -> str:
-    """Move the controller's copy `path` (dest/name) to superseded/<host>/<name>.<mtime>; its
-    new path, relative to the run folder."""
-    moved = superseded_dir(dest) / f"{name}.{int(path.lstat().st_mtime)}"
-    moved.parent.mkdir(parents=True, exist_ok=True)
-    os.replace(path, moved)
-    return str(moved.relative_to(dest.parent.parent))
 
 
 def _write_whole(path: Path, content: bytes, mtime: float) -> None:
