@@ -104,6 +104,15 @@ def test_every_kind_runs_when_every_node_can() -> None:
     )
 
 
+def test_one_node_has_no_pair_and_says_only_that() -> None:
+    # Its role never probes it (no torch import, no iperf3): no skip reason is read off facts
+    # that were never gathered.
+    alone = plan({"node1": node("10.0.0.1", torch_version="")})
+    assert alone.summary("all-pairs", parallel=True) == (
+        "no pair tests: 1 node(s) in the play, a pair needs two"
+    )
+
+
 def test_auto_kinds_are_skipped_naming_the_nodes_that_lack_what_they_need() -> None:
     nodes = {
         "node1": node("a1"),

@@ -317,6 +317,8 @@ class PairPlan:
 
     def summary(self, mode: str, parallel: bool) -> str:
         """One line: which pair tests run, between how many nodes, and what is skipped."""
+        if len(self.active) < 2:  # the nodes were never probed for what a pair needs
+            return f"no pair tests: {len(self.active)} node(s) in the play, a pair needs two"
         how = "pairs of a round at the same time" if parallel else "one pair after another"
         line = (
             f"pair tests ({mode}, {how}): {', '.join(self.kinds) or 'none'} between"
