@@ -44,8 +44,8 @@ ACTION_IMPORTS = (
     "gpuval.checks.pairs", "gpuval.checks.thresholds", "gpuval.evidence", "gpuval.files.atomic",
     "gpuval.files.node_archive", "gpuval.nodebench", "gpuval.plan.group_testing",
     "gpuval.plan.health_probes", "gpuval.plan.mpirun", "gpuval.plan.pair_plan",
-    "gpuval.plan.plan_text", "gpuval.plan.stage_costs", "gpuval.runfolder",
-    "gpuval.slurm.allocation", "gpuval.slurm.nodes", "gpuval.slurm.scontrol",
+    "gpuval.plan.phase_tags", "gpuval.plan.plan_text", "gpuval.plan.stage_costs",
+    "gpuval.runfolder", "gpuval.slurm.allocation", "gpuval.slurm.nodes", "gpuval.slurm.scontrol",
 )  # fmt: skip
 
 

@@ -116,6 +116,8 @@ def _predicted_s(args: argparse.Namespace, nodes: int, gpus: int, history: Path)
         inventory=None, nodes=nodes, gpus_per_node=gpus or None, rails=None, forks=None,
         controller_cores=None,
         profile=args.profile, extra_vars=args.extra_vars,
+        # The job runs the phases of the run's tags alone: its time limit counts only those.
+        tags=[args.tags] if args.tags else [], skip_tags=[args.skip_tags] if args.skip_tags else [],
     )  # fmt: skip
     shape, variables = shape_and_variables(wanted)
     return duration.estimate_from_history(shape, variables, history).total_s
