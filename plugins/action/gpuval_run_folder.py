@@ -23,7 +23,7 @@ description:
     yet. A run started again with the same run id keeps its first run.json (its start time).
   - A symbolic link where run.json goes is refused, never written through.
   - A run started again with the same run id plays some phases again (all, or those its --tags
-    and --skip-tags select): the failure records an earlier start left for those phases
+    and --skip-tags select). The failure records an earlier start left for those phases
     (C(raw/<host>/failed-<phase>.*)) move to C(superseded/<host>/), named in a warning, so a
     phase that now passes is not judged on its earlier failure; it is recorded anew if it fails.
   - Changed where it made the folder or wrote run.json; check mode says so and writes nothing.
