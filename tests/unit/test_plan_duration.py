@@ -226,9 +226,21 @@ def test_history_median_replaces_the_default(tmp_path: Path) -> None:
         "pair-iperf3-r3-n1--n4-try1": ("iperf3 -c 10.0.0.4 -J -t 5", 6.0, 0),  # other seconds
     })  # fmt: skip
     _history(tmp_path, 4, {"pair-iperf3-r1-n1--n2-try1": (iperf3, 50.0, 0)})  # other shape
-    first = duration.estimate(shape(4), DEFAULTS, {})
+    # A node without dcgmi: its diagnostic is skipped, with no duration; it took no time.
+    skipped = {
+        "name": "health-dcgm-diag",
+        "command": "dcgmi diag -r 1 -j",
+        "duration_s": None,
+        "exit_code": None,
+        "timed_out": False,
+        "skipped": "dcgmi not found on this host",
+    }
+    (tmp_path / "run-8-0" / "raw" / "n1" / "health-dcgm-diag.meta.json").write_text(
+        json.dumps(skipped)
+    )  # fmt: skip
+    first = duration.estimate(shape(4), {**DEFAULTS, "health_level": "quick"}, {})
     measured = measured_durations(tmp_path / "history.sqlite", 8, duration.cost_keys(first))
-    assert measured == {"pair-iperf3 -t 10": [10.5, 12.0, 11.5]}
+    assert measured == {"pair-iperf3 -t 10": [10.5, 12.0, 11.5], "health-dcgm-diag": [0.0]}
     estimate = duration.estimate(shape(4), DEFAULTS, measured)
     iperf3_step = next(s for s in pairs_phase(estimate).steps if s.key == "pair-iperf3 -t 10")
     assert (iperf3_step.each_s, iperf3_step.source) == (11.5, "history: median of 3")

@@ -84,16 +84,21 @@ def measured_durations(
     database: Path, gpus_per_node: int, wanted: Iterable[str]
 ) -> dict[str, list[float]]:
     """Per cost key of `wanted`, the durations earlier runs recorded (finished, not timed out,
-    not skipped, exit status 0): what a healthy step of that shape takes."""
+    exit status 0): what a healthy step of that shape takes. A skipped step took no time: on a
+    node without dcgmi, DCGM's diagnostic is planned at 0 s once the history says so."""
     keys = set(wanted)
     found: dict[str, list[float]] = defaultdict(list)
     for folder, nodes in _run_folders(database, gpus_per_node):
         for path in sorted(folder.glob("raw/*/*.meta.json")):
             document = _sidecar(path)
-            if document is None or document.get("exit_code") != 0 or document.get("skipped"):
+            if document is None:
                 continue
-            duration = document.get("duration_s")
-            if document.get("timed_out") or not isinstance(duration, int | float):
+            duration = 0.0 if document.get("skipped") else document.get("duration_s")
+            if not document.get("skipped") and (
+                document.get("exit_code") != 0 or document.get("timed_out")
+            ):
+                continue
+            if not isinstance(duration, int | float):
                 continue
             key = cost_key(str(document.get("name", "")), document.get("command"), nodes)
             if key in keys:
