@@ -143,6 +143,7 @@ def finish_run(
     run.nranks = _nranks(run, facts)
     for number, message in facts.version_conflicts:
         result.warn(message, number)
+    _warn_of_another_library(run, result)
     if run.collective is None and run.rows:
         inferred = infer_collective(run)
         if inferred is not None:  # the judge decides, with the sidecar's command
@@ -152,6 +153,20 @@ def finish_run(
     if not run.rows and not run.failures and run.header:
         result.warn("run printed its header but no result rows", run.start_line)
     return run
+
+
+def _warn_of_another_library(run: NcclRun, result: ParseResult) -> None:
+    """nccl-tests prints the NCCL it was built on and the one it loaded; where they differ the
+    figures are the loaded one's (on the lent H200: built on 2.28.9, ran on the 2.28.3 of /usr)."""
+    built, loaded = _int(run.header.get("nccl_headers")), _int(run.header.get("nccl_library"))
+    if built is None or loaded is None or built == loaded:
+        return
+    result.warn(
+        f"nccl-tests was built on NCCL {nccl_json.version_string(built)} (nccl-headers={built}) "
+        f"and ran on NCCL {nccl_json.version_string(loaded)} (nccl-library={loaded}): the "
+        "figures are the second's; the library path finds another NCCL than the build's",
+        run.start_line,
+    )
 
 
 def _library_version(run: NcclRun) -> str | None:
