@@ -184,3 +184,16 @@ def test_a_link_on_the_controller_is_refused_never_written_through(tmp_path: Pat
         )
     assert (dest / "real.txt").read_text() == "the controller's own file"
     assert (dest / "os-release.txt").is_symlink()
+
+
+def test_two_copies_superseded_in_the_same_second_are_both_kept(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    node, dest = tmp_path / "node", run / "raw" / "node1"
+    node.mkdir()
+    for text in ("the first and longest", "the second, long", "third"):
+        (node / "nccl-all_reduce.txt").write_text(text)
+        os.utime(node / "nccl-all_reduce.txt", (1_700_000_000, 1_700_000_000))  # one second
+        collect(node, dest)
+    kept = sorted(p.read_text() for p in (run / "superseded" / "node1").iterdir())
+    assert kept == ["the first and longest", "the second, long"]
+    assert (dest / "nccl-all_reduce.txt").read_text() == "third"

@@ -20,10 +20,15 @@ def superseded_dir(host_raw: Path) -> Path:
 
 
 def supersede(path: Path, host_raw: Path, name: str) -> str:
-    """Move raw/<host>/<name> (`path`) to superseded/<host>/<name>.<mtime>; the new path,
+    """Move raw/<host>/<name> (`path`) to superseded/<host>/<name>.<mtime> (.<mtime>.2, .3, ...
+    where copies of the same second are there already: none replaces another); the new path,
     relative to the run folder."""
-    moved = superseded_dir(host_raw) / f"{name}.{int(path.lstat().st_mtime)}"
-    moved.parent.mkdir(parents=True, exist_ok=True)
+    first = superseded_dir(host_raw) / f"{name}.{int(path.lstat().st_mtime)}"
+    first.parent.mkdir(parents=True, exist_ok=True)
+    moved, number = first, 1
+    while moved.exists() or moved.is_symlink():
+        number += 1
+        moved = first.with_name(f"{first.name}.{number}")
     os.replace(path, moved)
     return str(moved.relative_to(host_raw.parent.parent))
 
