@@ -36,5 +36,8 @@ class ActionModule(ActionBase):
             },
             task_vars=task_vars,
         )
-        installed = missing if not apt.get("failed") else []
-        return {**result, **apt, "missing": missing, "installed": installed}
+        if apt.get("failed"):  # apt's own words alone name python3-apt on an offline node
+            why = f"{', '.join(missing)} not installed (dpkg) and apt could not install them"
+            return {**result, **apt, "missing": missing, "installed": [],
+                    "msg": f"{why}: {apt.get('msg', 'no reason given')}"}  # fmt: skip
+        return {**result, **apt, "missing": missing, "installed": missing}

@@ -95,3 +95,19 @@ def test_check_mode_says_what_would_be_installed_and_runs_no_apt() -> None:
     assert len(run.node_calls) == 1
     assert run.result["changed"] is True
     assert run.result["msg"] == "would install make"
+
+
+def test_a_failed_apt_names_the_packages_it_was_asked_for() -> None:
+    # On the offline H200 apt said only "Package 'python3-apt' has no installation candidate".
+    def answer(call: dict[str, Any]) -> dict[str, Any]:
+        if call.get("module_name") == "ansible.builtin.apt":
+            return {"failed": True, "msg": "E: Package 'python3-apt' has no installation candidate"}
+        return {"changed": False, "installed": [], "missing": ["iperf3"]}
+
+    result = run_action("gpuval_packages", {"names": ["iperf3"]}, {}, node=answer).result
+    assert result["failed"] is True
+    assert result["installed"] == []
+    assert result["msg"] == (
+        "iperf3 not installed (dpkg) and apt could not install them: "
+        "E: Package 'python3-apt' has no installation candidate"
+    )
