@@ -21,8 +21,9 @@ BURN_TFLOPS = {
     "h200-x1-mpi-2026-11-27": 662.11,
 }
 # Only the run with its install phase has Open MPI's launch contract: its preflight's one rank
-# answered ("gpuval-mpi-preflight OK 1 ranks on 1 hosts"); the others have nothing to launch.
-MPI_LAUNCHED = {"h200-x1-mpi-2026-11-27"}
+# answered ("gpuval-mpi-preflight OK 1 ranks on 1 hosts"), and its library path made nccl-tests
+# load the NCCL it was built on; the others have nothing to launch, and load another NCCL.
+WITH_INSTALL_PHASE = {"h200-x1-mpi-2026-11-27"}
 
 Checks = dict[str, dict[str, object]]
 Judged = tuple[str, list[dict[str, object]]]  # the run's folder name, its localhost checks
@@ -58,7 +59,7 @@ def test_nothing_fails_and_every_warning_is_a_step_the_node_could_not_run(
     assert "lspci not found" in skipped["step.health-lspci"]
     assert "ofed_info not found" in skipped["step.health-ofed"]
     assert "dcgmi not found" in skipped["step.health-dcgm-diag"]
-    if name in MPI_LAUNCHED:
+    if name in WITH_INSTALL_PHASE:
         assert checks["mpi-preflight"]["status"] == "pass"
         assert "step.mpi-preflight" not in checks
     else:
@@ -79,4 +80,4 @@ def test_the_nccl_the_binaries_loaded_is_named_apart_from_the_one_they_were_buil
     warnings = [str(c["reason"]) for c in checks if c["check_id"] == "parse.warning"]
     assert any("libnccl.so.2.28.3 differs from header NCCL 2.28.9" in w for w in warnings)
     other = "nccl-tests was built on NCCL 2.28.9 (nccl-headers=22809) and ran on NCCL 2.28.3"
-    assert any(other in w for w in warnings) is (name not in MPI_LAUNCHED)
+    assert any(other in w for w in warnings) is (name not in WITH_INSTALL_PHASE)
