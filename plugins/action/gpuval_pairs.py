@@ -25,9 +25,11 @@ description:
     planning is C(gpuval.plan.pair_rounds) (all pairs, C(retry_entries), C(pack_rounds)) and,
     in staged mode, C(gpuval.plan.group_testing) (screen, bisect, confirm).
   - Returns the latest try of every measurement (RV(pairs)), the pairs to run again
-    (RV(retry_rounds)), the next stage (RV(next)), the MPI preflight's outcome and, in staged
-    mode, the search (RV(search), handed back with O(search) after each of its rounds), the
-    stages it may still take (RV(search_rounds_left)), one line on the round just judged
+    (RV(retry_rounds)), the next stage (RV(next)), the MPI preflight's outcome
+    (RV(mpi_preflight), with C(found), C(ok), C(retry) when its only try failed and it must run
+    once more, the C(failed_hosts) and the C(reason)) and, in staged mode, the search
+    (RV(search), handed back with O(search) after each of its rounds), the stages it may still
+    take (RV(search_rounds_left)), one line on the round just judged
     (RV(stage_summary)) and on the search so far (RV(search_summary)), the group tests'
     outcomes (RV(groups)), and what the next stage will take by the run's plan
     (RV(next_stage_s), also at the end of RV(stage_summary); from the stage costs in the run
@@ -143,7 +145,7 @@ class ActionModule(ActionBase):
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         from gpuval.plan import group_testing, pair_rounds, steps
-        from gpuval.plugin_api import judge_pairs
+        from gpuval.plugin_api import NO_MPI_PREFLIGHT, judge_pairs
 
         task_vars = task_vars or {}
         result: dict[str, Any] = super().run(tmp, task_vars)
@@ -165,7 +167,7 @@ class ActionModule(ActionBase):
         done: dict[str, Any] = {
             "pairs": [], "failing_pairs": [], "retry_rounds": [],
             "next": asdict(pair_rounds.NextStage("done")),
-            "mpi_preflight": {"found": False, "ok": None, "failed_hosts": [], "reason": ""},
+            "mpi_preflight": dict(NO_MPI_PREFLIGHT),
         }  # fmt: skip
         if plan:
             result.update(plan.facts(), summary=plan.summary(mode, args["parallel"]))

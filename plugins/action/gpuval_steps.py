@@ -15,8 +15,8 @@ module: gpuval_steps
 short_description: Step names of a gpuval run, and the steps run.json expects
 description:
   - Answers from C(gpuval.plan.steps) in the controller process; never connects to a node.
-  - Always returns the fixed names (RV(preflight), RV(p2p), RV(mpi_preflight), RV(allnodes),
-    RV(failure_records) per phase).
+  - Always returns the fixed names (RV(preflight), RV(p2p), RV(mpi_preflight) and its second
+    try RV(mpi_preflight_retry), RV(allnodes), RV(failure_records) per phase).
   - With O(collectives), the intranode and internode nccl-tests step of each, and the two
     NVL72 rack tests' (RV(rack), over one rack's multi-node NVLink; RV(across_racks), the
     network-only test across racks).
@@ -66,6 +66,7 @@ class ActionModule(ActionBase):
             preflight=list(steps.PREFLIGHT_STEPS),
             p2p=steps.P2P,
             mpi_preflight=steps.MPI_PREFLIGHT,
+            mpi_preflight_retry=steps.MPI_PREFLIGHT_RETRY,
             allnodes=steps.ALLNODES_ALLREDUCE,
             peer_allnodes=steps.peer(steps.ALLNODES_ALLREDUCE),
             failure_records={phase: steps.failed(phase) for phase in steps.PHASES},

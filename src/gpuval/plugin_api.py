@@ -176,20 +176,32 @@ def _latest_tries(analysis: Any, rounds: Sequence[int] | None) -> list[dict[str,
     return found
 
 
-def _mpi_preflight_outcome(files: Sequence[Any], run_dir: Path) -> dict[str, Any]:
-    from gpuval.checks.cluster import mpi_preflight_checks
-    from gpuval.evidence import mpi_preflight_runs, parsed_files
+# The preflight's outcome where there is none to judge (see _mpi_preflight_outcome).
+NO_MPI_PREFLIGHT: dict[str, Any] = {
+    "found": False, "ok": None, "retry": False, "failed_hosts": [], "reason": "",
+}  # fmt: skip
 
-    checks = mpi_preflight_checks(mpi_preflight_runs(parsed_files(files, run_dir)))
+
+def _mpi_preflight_outcome(files: Sequence[Any], run_dir: Path) -> dict[str, Any]:
+    """The preflight as judged so far: `retry` when its only try failed (the role runs it once
+    more before any host is failed on it), `failed_hosts` the hosts it fails."""
+    from gpuval.checks.mpi_preflight import mpi_preflight_checks
+    from gpuval.evidence import mpi_preflight_tries, parsed_files
+
+    tries = mpi_preflight_tries(parsed_files(files, run_dir))
+    checks = mpi_preflight_checks(tries)
     summary = [c for c in checks if c.check_id == "mpi-preflight"]
     if not summary:
-        return {"found": False, "ok": None, "failed_hosts": [], "reason": ""}
+        return dict(NO_MPI_PREFLIGHT)
     return {
         "found": True,
-        "ok": all(c.status == "pass" for c in summary),
-        "failed_hosts": sorted({c.host for c in checks if c.check_id == "mpi-preflight.host"}),
+        "ok": all(c.status != "fail" for c in summary),
+        "retry": any(preflight.retry_due for preflight in tries),
+        "failed_hosts": sorted({
+            c.host for c in checks if c.check_id == "mpi-preflight.host" and c.status == "fail"
+        }),
         "reason": "; ".join(c.reason for c in summary),
-    }
+    }  # fmt: skip
 
 
 def _all_nodes_outcome(

@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 from tests.run_folders import pair_analysis
 
-from gpuval.checks.cluster import allnodes_bench_checks, mpi_preflight_checks
+from gpuval.checks.cluster import allnodes_bench_checks
 from gpuval.checks.model import CLUSTER, Check
+from gpuval.checks.mpi_preflight import mpi_preflight_checks
 from gpuval.checks.pairs import PairThresholds, analyse_pairs
 from gpuval.checks.thresholds import DEFAULTS
-from gpuval.evidence import all_nodes_runs, mpi_preflight_runs, pair_evidence, parsed_files
+from gpuval.evidence import all_nodes_runs, mpi_preflight_tries, pair_evidence, parsed_files
 from gpuval.parsers import gpuval_bench, iperf3, nccl_tests, sysfs_net
 from gpuval.plan.host_order import circle_rounds, natural_key
 from gpuval.plan.steps import PairStep, pair_step
@@ -414,10 +415,12 @@ def test_mpi_preflight_checks_name_the_failing_host() -> None:
         "gpuval-mpi-preflight allreduce sum 3 expected 3\n"
         "gpuval-mpi-preflight OK 2 ranks on 2 hosts\n"
     )
-    (passed,) = mpi_preflight_checks(mpi_preflight_runs(parsed_files([preflight_file(ok)], Path())))
+    (passed,) = mpi_preflight_checks(
+        mpi_preflight_tries(parsed_files([preflight_file(ok)], Path()))
+    )
     assert passed.status == "pass" and "(node1, node2)" in passed.reason
     unreachable = preflight_file("ssh: connect to host node7 port 22: No route to host\n")
-    failed = mpi_preflight_checks(mpi_preflight_runs(parsed_files([unreachable], Path())))
+    failed = mpi_preflight_checks(mpi_preflight_tries(parsed_files([unreachable], Path())))
     assert [(c.check_id, c.host, c.status) for c in failed] == [
         ("mpi-preflight", "node1", "fail"),
         ("mpi-preflight.host", "node7", "fail"),

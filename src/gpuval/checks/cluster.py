@@ -1,6 +1,6 @@
-"""Checks across the whole cluster at once: the MPI preflight (every rank of every host
-answered, all-to-all and allreduce correct) and the all-nodes all-reduce benchmark (correct
-results, and busbw against the network's bound across the nodes)."""
+"""Checks across the whole cluster at once: the MPI preflight (gpuval.checks.mpi_preflight) and
+the all-nodes all-reduce benchmark (correct results, and busbw against the network's bound
+across the nodes)."""
 
 from __future__ import annotations
 
@@ -8,53 +8,14 @@ from collections.abc import Iterable, Sequence
 
 from gpuval.checks.context import JudgeState
 from gpuval.checks.model import CLUSTER, Check, Expectation
+from gpuval.checks.mpi_preflight import mpi_preflight_checks
 from gpuval.checks.pairs.network_bounds import ON_CPUS
 from gpuval.checks.references import Reference, internode_reference
 from gpuval.checks.thresholds import Thresholds
 from gpuval.checks.wording import band_status, number_text, peak_sentence
 from gpuval.evidence import Parsed, RunEvidence
 from gpuval.plan.host_order import natural_key
-from gpuval.records.collective_bench import CollectiveBenchRun, MpiPreflightRun
-
-
-def mpi_preflight_checks(runs: Iterable[Parsed[MpiPreflightRun]]) -> list[Check]:
-    """One check per MPI preflight, and one per host it names as failing."""
-    return [check for parsed in runs for check in _preflight_checks(parsed)]
-
-
-def _preflight_checks(parsed: Parsed[MpiPreflightRun]) -> list[Check]:
-    file, run = parsed.file, parsed.record
-    hosts = sorted({r.host for r in run.ranks}, key=natural_key)
-    if run.ok and run.complete:
-        return [Check(
-            check_id="mpi-preflight", host=file.host, category="completeness", status="pass",
-            reason=f"{run.world_size} ranks on {len(hosts)} host(s) ({', '.join(hosts)}) "
-            f"answered; all-to-all between {run.alltoall_pairs} rank pairs and the allreduce "
-            f"({run.allreduce_sum}) correct", measured=run.world_size, source=file.path,
-        )]  # fmt: skip
-    named = sorted({p.host for p in run.problems if p.host}, key=natural_key)
-    missing = (
-        f"; rank(s) {', '.join(map(str, run.missing_ranks))} never reported"
-        if run.missing_ranks
-        else ""
-    )
-    first = run.problems[0].message if run.problems else "no OK line (did not finish)"
-    summary = Check(
-        check_id="mpi-preflight", host=file.host, category="completeness", status="fail",
-        reason=f"MPI preflight failed: host(s) {', '.join(named) or 'unknown'}; {first}"
-        f"{missing} (run no long benchmark until this passes)",
-        measured=len(run.ranks), reference=run.world_size, source=file.path,
-    )  # fmt: skip
-    per_host = [
-        Check(
-            check_id="mpi-preflight.host", host=host, category="completeness", status="fail",
-            reason="named by the MPI preflight: " + "; ".join(
-                p.message for p in run.problems if p.host == host
-            )[:300], source=f"{file.path}:{next(p.line for p in run.problems if p.host == host)}",
-        )
-        for host in named
-    ]  # fmt: skip
-    return [summary, *per_host]
+from gpuval.records.collective_bench import CollectiveBenchRun
 
 
 def slowest_link_reference(

@@ -100,14 +100,21 @@ def _step_problem(file: ParsedFile) -> tuple[Status, str] | None:
     return "fail", f"{step} exited with status {detail}"
 
 
+def _retried_preflights(judge: JudgeState) -> set[str]:
+    """First tries of the MPI preflight that ran once more (the preflight's checks judge both
+    together: gpuval.checks.mpi_preflight) and an earlier start's retries."""
+    return {path for tries in judge.evidence.mpi_preflights for path in tries.not_step_checked}
+
+
 def step_checks(judge: JudgeState) -> None:
     """Each step's sidecar: skipped, timed out, unfinished or non-zero exit status (a pair try's
     ending is its pair's reason: the pair analysis judges all tries of a pair together; a rack
-    search group's is the search's, which names the tray). A node that Slurm says the step lost
-    is not tested in it."""
+    search group's is the search's, which names the tray; a retried preflight's, its retry's).
+    A node that Slurm says the step lost is not tested in it."""
     folder = judge.evidence.folder
+    retried = _retried_preflights(judge)
     for file in judge.evidence.files:
-        if file.is_pair_try or is_search_step(file.step):
+        if file.is_pair_try or is_search_step(file.step) or file.path in retried:
             continue
         problem = _step_problem(file)
         if problem and file.ended:
@@ -149,9 +156,12 @@ def expected_step_checks(judge: JudgeState) -> None:
 
 def parse_checks(judge: JudgeState) -> None:
     """Parser errors fail (numbers could not be read); parser warnings warn, one line per file."""
+    retried = _retried_preflights(judge)
     for file in judge.evidence.files:
-        # A pair try's errors are its pair's reason, a rack search group's the search's.
-        if file.tool is None or file.is_pair_try or is_search_step(file.step):
+        # A pair try's errors are its pair's reason, a rack search group's the search's, a
+        # retried preflight's its retry's.
+        skipped = file.tool is None or file.is_pair_try or is_search_step(file.step)
+        if skipped or file.path in retried:
             continue
         if not file.runs and not file.errors:
             judge.add(Check(

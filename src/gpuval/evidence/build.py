@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
+from datetime import datetime
 from functools import cache
 from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
@@ -21,6 +22,7 @@ from gpuval.evidence.model import (
     HostHealth,
     IbPortState,
     Interface,
+    MpiPreflightTries,
     PairTry,
     Parsed,
     ParsedFile,
@@ -30,7 +32,13 @@ from gpuval.evidence.model import (
     pci_key,
 )
 from gpuval.parsers.slurm_text import lost_nodes
-from gpuval.plan.steps import AFTER_SUFFIX, HEALTH_PHASE, failed_phase, pair_step
+from gpuval.plan.steps import (
+    AFTER_SUFFIX,
+    HEALTH_PHASE,
+    MPI_PREFLIGHT_RETRY,
+    failed_phase,
+    pair_step,
+)
 from gpuval.records.bandwidth import AllReduceBenchRun, NvbandwidthRun
 from gpuval.records.collective_bench import CollectiveBenchRun, MpiPreflightRun
 from gpuval.records.health import (
@@ -116,9 +124,31 @@ def runs_of(files: Iterable[ParsedFile], kind: type[R]) -> Iterator[Parsed[R]]:
                 yield Parsed(file, run)
 
 
-def mpi_preflight_runs(files: Iterable[ParsedFile]) -> list[Parsed[MpiPreflightRun]]:
-    """The MPI preflight's runs (read by its own parser only)."""
-    return list(runs_of((f for f in files if f.tool == "mpi-preflight"), MpiPreflightRun))
+def mpi_preflight_tries(files: Iterable[ParsedFile]) -> list[MpiPreflightTries]:
+    """The MPI preflight's runs (read by its own parser only), each retry with the first try
+    on its launcher that it repeated, in file order."""
+    runs = list(runs_of((f for f in files if f.tool == "mpi-preflight"), MpiPreflightRun))
+    retries = {run.host: run for run in runs if run.file.step == MPI_PREFLIGHT_RETRY}
+    tries = []
+    for run in runs:
+        if run.file.step == MPI_PREFLIGHT_RETRY:
+            continue
+        retry = retries.pop(run.host, None)
+        if retry is not None and _started_before(retry.file, run.file):
+            tries.append(MpiPreflightTries(run, earlier_retry=retry))
+        else:
+            tries.append(MpiPreflightTries(run, retry))
+    return tries + [MpiPreflightTries(None, retry) for retry in retries.values()]
+
+
+def _started_before(file: ParsedFile, other: ParsedFile) -> bool:
+    """Whether `file` started before `other`, by their sidecars (False where one lacks it)."""
+    if not file.started_at or not other.started_at:
+        return False
+    try:
+        return datetime.fromisoformat(file.started_at) < datetime.fromisoformat(other.started_at)
+    except ValueError:
+        return False
 
 
 def all_nodes_runs(files: Iterable[ParsedFile]) -> list[Parsed[CollectiveBenchRun]]:
@@ -536,5 +566,5 @@ def build_evidence(folder: RunFolder) -> RunEvidence:
     }  # fmt: skip
     return RunEvidence(
         folder, hosts, unreachable, pair_tries, expected_pair_steps(folder), files,
-        mpi_preflight_runs(files), all_nodes_runs(files),
+        mpi_preflight_tries(files), all_nodes_runs(files),
     )  # fmt: skip

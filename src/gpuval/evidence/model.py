@@ -407,6 +407,29 @@ class ExpectedPairStep:
     step: PairStep
 
 
+@dataclass(frozen=True)
+class MpiPreflightTries:
+    """One launcher's MPI preflight: its first try and, where that failed, the second. At least
+    one of the two is there. A retry that started before the first try is an earlier start's
+    under the same run id: kept apart (`earlier_retry`), judged by neither."""
+
+    first: Parsed[MpiPreflightRun] | None
+    retry: Parsed[MpiPreflightRun] | None = None
+    earlier_retry: Parsed[MpiPreflightRun] | None = None
+
+    @property
+    def not_step_checked(self) -> list[str]:
+        """Paths whose ending is no failure of its own: a first try judged with its retry, and
+        an earlier start's retry."""
+        return [t.file.path for t in (self.first if self.retry else None, self.earlier_retry) if t]
+
+    @property
+    def retry_due(self) -> bool:
+        """Its only try failed: it runs once more before a host is failed on it."""
+        run = self.first.record if self.first and not self.retry else None
+        return run is not None and not (run.ok and run.complete)
+
+
 @dataclass
 class RunEvidence:
     """The run folder, each host's evidence and the runs across the cluster: the pair tests, the
@@ -418,7 +441,7 @@ class RunEvidence:
     pair_tries: list[PairTry] = field(default_factory=list)  # in the folder's file order
     expected_pair_steps: list[ExpectedPairStep] = field(default_factory=list)  # hosts sorted
     files: list[ParsedFile] = field(default_factory=list)  # every raw file, in folder order
-    mpi_preflights: list[Parsed[MpiPreflightRun]] = field(default_factory=list)
+    mpi_preflights: list[MpiPreflightTries] = field(default_factory=list)
     # The all-nodes runs of gpuval-allreduce-bench (a pair step's runs are pair tries).
     all_nodes_runs: list[Parsed[CollectiveBenchRun]] = field(default_factory=list)
 

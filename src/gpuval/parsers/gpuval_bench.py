@@ -204,6 +204,16 @@ _LAUNCHER: tuple[tuple[re.Pattern[str], str | None], ...] = (
     (re.compile(r"^\s*Remote host:\s+(?P<host>\S+)"), "a TCP connection to {host} failed"),
     (re.compile(r"process rank (?P<rank>\d+) with PID \d+ on node (?P<host>\S+) exited"), None),
     (re.compile(r"on node (?P<host>\S+) exited on signal"), None),
+    # srun's line for a task a signal ended ("srun: error: NODE: task N: STATE", Slurm's own
+    # form); not "Exited with exit code" (every rank exits 1 when rank 0 found a problem) nor
+    # "Killed" (srun kills the other tasks of a failed step: they are not the cause).
+    (
+        re.compile(
+            r"^srun: error: (?P<host>[^\s:]+): tasks? (?:(?P<rank>\d+)|[\d,-]+): (?:Segmentation "
+            r"fault|Bus error|Aborted|Illegal instruction|Floating point exception)"
+        ),
+        None,
+    ),
     (re.compile(r"ORTE was unable to reliably start one or more daemons"), None),
     (re.compile(r"An ORTE daemon has unexpectedly failed after launch"), None),
     (re.compile(r"Host key verification failed"), None),

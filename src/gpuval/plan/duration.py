@@ -222,8 +222,14 @@ def _spanning_phases(p: _Planner, plan: steps.RunPlan) -> list[PhaseCost]:
                 switch="--skip-tags internode",
             )
         )
+    retry = (
+        f"a failed try runs once more (up to {v.number('mpi_preflight_timeout_s', 120):.0f} s "
+        "again)"
+        if v.flag("mpi_preflight_retry", "true") == "true"
+        else ""
+    )
     return [
-        PhaseCost("mpi-preflight", (p.overhead("mpi-preflight"), mpi)),
+        PhaseCost("mpi-preflight", (p.overhead("mpi-preflight"), mpi), retry),
         PhaseCost("internode", tuple(internode)),
     ]
 

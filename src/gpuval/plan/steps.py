@@ -18,6 +18,8 @@ back with `pair_step` and `failed_phase`. Shapes:
     rack-search-nccl-<collective>-r<round>  a group of a failing rack's trays, searched
                                           stage by stage (gpuval.plan.rack_search)
     mpi-preflight                         mpirun across all nodes, on the first node
+    mpi-preflight-retry                   the same, once more, where the first try failed
+                                          (judged together: gpuval.checks.cluster)
     allnodes-allreduce                    staged mode's all-nodes test, on the first node
     allnodes-allreduce-g<round>           staged mode's group tests of a later round, on the
                                           first node of each group (gpuval.plan.group_testing)
@@ -44,6 +46,8 @@ from gpuval.plan.host_order import circle_rounds
 
 P2P = "p2pBandwidthLatencyTest"
 MPI_PREFLIGHT = "mpi-preflight"
+# One failed try of the preflight is not yet a verdict on a host: it runs once more.
+MPI_PREFLIGHT_RETRY = "mpi-preflight-retry"
 ALLNODES_ALLREDUCE = "allnodes-allreduce"
 INTERNODE_PREFIX = "internode-"
 # The two active tests of NVL72 racks, kept apart so a bad InfiniBand rail cannot hide behind
