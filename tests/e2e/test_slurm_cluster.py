@@ -42,7 +42,9 @@ import pytest
 from gpuval.checks import judge_run
 from gpuval.checks.thresholds import DEFAULTS
 from gpuval.evidence import build_evidence
+from gpuval.parsers import gpuval_bench
 from gpuval.parsers.slurm_text import lost_nodes
+from gpuval.records.collective_bench import MpiPreflightRun
 from gpuval.runfolder import read_run_folder
 from tests.e2e.doubles import DOUBLES, DOUBLES_ON_HOST, REPO, VENV_BIN, doubles_data
 from tests.e2e.runs import record
@@ -59,6 +61,7 @@ LEFT = "e2e: left during a step"
 STEP_OUTPUT = "var/tmp/gpuval-e2e/slurm-ranks"
 PAIR_OUTPUT = "var/tmp/gpuval-e2e/slurm-pair.txt"
 PREFLIGHT_OUTPUT = "var/tmp/gpuval-e2e/mpi-preflight.txt"
+CRASH_OUTPUT = "var/tmp/gpuval-e2e/slurm-crash.txt"
 PREFLIGHT_SOURCE = REPO / "src" / "gpuval" / "nodebench" / "mpi_preflight.c"
 # gpuval on the nodes: this checkout's package and the controller's site-packages, both bound
 # read-only into the hosts (Debian 12's python3 is 3.11, as the controller's).
@@ -383,6 +386,19 @@ def test_the_mpi_preflight_passes_across_the_nodes_under_srun(
     assert not [line for line in lines if "FAILED" in line], output
 
 
+def test_a_rank_a_signal_ends_under_srun_names_its_host_alone(
+    slurm: tuple[SlurmCluster, Path], steps_run: tuple[subprocess.CompletedProcess[str], str]
+) -> None:
+    # Expected: srun reports node2's task ended by SIGSEGV; the preflight's parser names node2,
+    # and not the nodes whose tasks exited 0 (or that srun killed after it).
+    cluster, _ = slurm
+    output = (cluster.node("node1").root / CRASH_OUTPUT).read_text()
+    record(f"srun's words for a rank a signal ended: {output!r}")
+    (run,) = gpuval_bench.parse(output, tool="mpi-preflight").runs
+    assert isinstance(run, MpiPreflightRun)
+    assert sorted({(p.host, p.rank) for p in run.problems}) == [("node2", 1)], output
+
+
 def test_the_pairs_of_a_round_run_as_concurrent_steps(
     slurm: tuple[SlurmCluster, Path], steps_run: tuple[subprocess.CompletedProcess[str], str]
 ) -> None:
@@ -393,10 +409,10 @@ def test_the_pairs_of_a_round_run_as_concurrent_steps(
         launcher: (cluster.node(launcher).root / PAIR_OUTPUT).read_text().strip()
         for launcher in ("node1", "node3")
     }
-    # Two steps of the allocation (after the ranks' and the preflight's), each met the other's
-    # rank on node1.
-    assert re.fullmatch(rf"step {job}\.[23] met node3's", met["node1"]), met
-    assert re.fullmatch(rf"step {job}\.[23] met node1's", met["node3"]), met
+    # Two steps of the allocation (after the ranks', the preflight's and the crashing one's),
+    # each met the other's rank on node1.
+    assert re.fullmatch(rf"step {job}\.[34] met node3's", met["node1"]), met
+    assert re.fullmatch(rf"step {job}\.[34] met node1's", met["node3"]), met
     assert met["node1"].split()[1] != met["node3"].split()[1]
 
 

@@ -10,9 +10,8 @@ unconfirmed measurement; a failure that a second try does not repeat is worth a 
 - the only try failed (the retry turned off): as before, the preflight and node2 fail;
 - an earlier start's failed retry under the same run id judges nothing of this start's passed
   preflight.
-The crash texts are Open MPI 4.1's and Slurm 22.05's own forms (mpirun's "process rank R with
-PID P on node H exited on signal", srun's "srun: error: NODE: task N: STATE", as recorded in
-tests/data/slurm/srun-step-node3-set-down-22.05.txt)."""
+The crashes: Open MPI 4.1's own report (mpirun's "process rank R with PID P on node H exited on
+signal"), and srun's words recorded on Slurm 22.05 (tests/data/slurm/README.md)."""
 
 from __future__ import annotations
 
@@ -29,6 +28,7 @@ from gpuval.plugin_api import judge_pairs
 from gpuval.records.collective_bench import MpiPreflightRun
 from gpuval.runfolder import read_run_folder
 
+DATA = Path(__file__).resolve().parents[1] / "data" / "slurm"
 HOSTS = ["node1", "node2", "node3"]
 PASSED = (
     "gpuval-mpi-preflight rank 0/3 host node1\n"
@@ -54,14 +54,8 @@ def mpirun_crash(host: str, rank: int) -> str:
     )
 
 
-SRUN_CRASH = (
-    "gpuval-mpi-preflight rank 0/3 host node1\n"
-    "gpuval-mpi-preflight rank 2/3 host node3\n"
-    "srun: error: node2: task 1: Segmentation fault\n"
-    "srun: Job step aborted: Waiting up to 32 seconds for job step to finish.\n"
-    "srun: error: node1: task 0: Killed\n"
-    "srun: error: node3: task 2: Killed\n"
-)
+# A step of three tasks in which node2's died of SIGSEGV and srun terminated node1's after it.
+SRUN_CRASH = (DATA / "srun-step-task-segfault-22.05.txt").read_text()
 
 
 def try_step(run: Path, name: str, output: str, started: str) -> None:
@@ -91,7 +85,8 @@ def test_srun_names_the_task_a_signal_ended_not_the_tasks_it_killed_after() -> N
     (run,) = gpuval_bench.parse(SRUN_CRASH, tool="mpi-preflight").runs
     assert isinstance(run, MpiPreflightRun)
     assert [(p.host, p.rank) for p in run.problems] == [("node2", 1)]
-    # Every rank exits 1 when rank 0 found a problem: the exit codes blame no host.
+    # Every rank exits 1 when rank 0 found a problem: the exit codes blame no host (nor does
+    # srun's "Terminated" for the tasks it ended after a crash, above).
     exited = "srun: error: node1: task 0: Exited with exit code 1\n"
     (run,) = gpuval_bench.parse(exited, tool="mpi-preflight").runs
     assert isinstance(run, MpiPreflightRun) and run.problems == []
