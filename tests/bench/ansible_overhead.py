@@ -51,6 +51,12 @@ def task_results(run: PlaybookRun) -> int:
     )
 
 
+def _timed_log(keep: Path | None, run_id: str) -> dict[str, str]:
+    """With --keep, Ansible's log file, which stamps every line with its time: where the
+    seconds go."""
+    return {"ANSIBLE_LOG_PATH": str(keep / f"{run_id}.timed.log")} if keep else {}
+
+
 def measure_overhead(
     work: Path, hosts: int, mitogen: Path | None, keep: Path | None
 ) -> dict[str, float]:
@@ -74,8 +80,7 @@ def measure_overhead(
             }
             runs["mitogen"] = ("mitogen", strategy)
         for label, (run_id, environment) in runs.items():
-            if keep:  # Ansible's log file stamps every line with its time: where seconds go
-                environment = {**environment, "ANSIBLE_LOG_PATH": str(keep / f"{run_id}.timed.log")}
+            environment = {**environment, **_timed_log(keep, run_id)}
             run = run_playbook(
                 "benchmark.yml", inventory, reports, run_id, variables, environment=environment
             )
@@ -93,17 +98,20 @@ def measure_overhead(
     return found
 
 
-def measure_pairs(work: Path, hosts: int, seconds: int) -> dict[str, float]:
+def measure_pairs(work: Path, hosts: int, seconds: int, keep: Path | None) -> dict[str, float]:
     variables = {**PAIRS_ONLY, "bench_pairs_iperf3_seconds": seconds}
+    reports = keep or work / "reports"
     with simulated_hosts(hosts, name="bench-pairs") as cluster:
         inventory = inventory_dir(cluster, work / "pairs")
-        first = run_playbook("acceptance.yml", inventory, work / "reports", "pairs-0", variables)
+        first = run_playbook("acceptance.yml", inventory, reports, "pairs-0", variables)
         record(f"acceptance.yml, {hosts} hosts, first run (install): {first.seconds:.1f} s")
         timed = {}
         for label, parallel in (("parallel", True), ("one pair after another", False)):
+            run_id = f"pairs-{parallel}"
             run = run_playbook(
-                "acceptance.yml", inventory, work / "reports", f"pairs-{parallel}",
+                "acceptance.yml", inventory, reports, run_id,
                 {**variables, "bench_pairs_parallel": parallel}, ["--tags", "pairs"],
+                environment=_timed_log(keep, run_id),
             )  # fmt: skip
             timed[label] = run.seconds
             record(
@@ -126,7 +134,7 @@ def main() -> None:
     parser.add_argument(
         "--keep",
         type=Path,
-        help="keep the overhead runs' folders and timestamped Ansible logs here",
+        help="keep the runs' folders and timestamped Ansible logs here",
     )
     arguments = parser.parse_args()
     results: dict[str, float] = {}
@@ -135,7 +143,9 @@ def main() -> None:
         if "overhead" not in arguments.skip:
             results |= measure_overhead(work, arguments.hosts, arguments.mitogen, arguments.keep)
         if "pairs" not in arguments.skip:
-            results |= measure_pairs(work, arguments.pair_hosts, arguments.iperf3_seconds)
+            results |= measure_pairs(
+                work, arguments.pair_hosts, arguments.iperf3_seconds, arguments.keep
+            )
     print(json.dumps(results, indent=2))
 
 
