@@ -376,7 +376,13 @@ def test_the_mpi_preflight_passes_across_the_nodes_under_srun(
     slurm: tuple[SlurmCluster, Path], steps_run: tuple[subprocess.CompletedProcess[str], str]
 ) -> None:
     cluster, _ = slurm
-    output = (cluster.node("node1").root / PREFLIGHT_OUTPUT).read_text()
+    first = cluster.node("node1").root / PREFLIGHT_OUTPUT
+    output = first.read_text()
+    # A first try that failed is tried again, as roles/mpi_preflight does: the second is judged.
+    retry = first.with_name("mpi-preflight-retry.txt")
+    if retry.exists():
+        record(f"the MPI preflight's first try failed, its second is judged: {output!r}")
+        output = retry.read_text()
     lines = output.splitlines()
     ranks = sorted(line for line in lines if " rank " in line and "FAILED" not in line)
     assert ranks == [
