@@ -22,20 +22,16 @@ def mpi_preflight_checks(tries: Iterable[MpiPreflightTries]) -> list[Check]:
     checks = []
     for preflight in tries:
         first, retry = preflight.first, preflight.retry
-        if first is not None and retry is not None and not _passed(first):
+        if first is not None and retry is not None and not first.record.passed:
             checks += _two_tries(first, retry)
         elif only := first or retry:
             checks += _one_try(only)
     return checks
 
 
-def _passed(parsed: Parsed[MpiPreflightRun]) -> bool:
-    return parsed.record.ok and parsed.record.complete
-
-
 def _one_try(parsed: Parsed[MpiPreflightRun]) -> list[Check]:
     file, run = parsed.file, parsed.record
-    if _passed(parsed):
+    if parsed.record.passed:
         hosts = sorted({r.host for r in run.ranks}, key=natural_key)
         return [Check(
             check_id="mpi-preflight", host=file.host, category="completeness", status="pass",
@@ -50,7 +46,7 @@ def _one_try(parsed: Parsed[MpiPreflightRun]) -> list[Check]:
 
 def _two_tries(first: Parsed[MpiPreflightRun], retry: Parsed[MpiPreflightRun]) -> list[Check]:
     earlier = f"the first try failed ({first.file.path}): {_failure(first)}"
-    if _passed(retry):
+    if retry.record.passed:
         summary = _summary(retry, "warn", f"MPI preflight passed on its second try; {earlier}")
         return [summary, *(
             _host_check(first, host, "warn", "the first try of the MPI preflight, which its "

@@ -427,7 +427,7 @@ class MpiPreflightTries:
     def retry_due(self) -> bool:
         """Its only try failed: it runs once more before a host is failed on it."""
         run = self.first.record if self.first and not self.retry else None
-        return run is not None and not (run.ok and run.complete)
+        return run is not None and not run.passed
 
 
 @dataclass

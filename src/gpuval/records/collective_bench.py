@@ -86,3 +86,8 @@ class MpiPreflightRun:
     ok: bool = False  # the OK line was printed and nothing contradicts it
     complete: bool = False  # a final OK or FAILED line was printed
     line: int = 1
+
+    @property
+    def passed(self) -> bool:
+        """Its final line said OK, and nothing contradicts it."""
+        return self.ok and self.complete
