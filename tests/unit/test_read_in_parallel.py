@@ -1,7 +1,8 @@
 """A run folder of many hosts is parsed in worker processes (gpuval.runfolder with
 gpuval.files.workers): what it gives is what reading every host here gives, in the same order;
-hosts whose parse cache is of this code are read here, the others in the workers; what the
-workers parse is kept in the parse cache when asked."""
+hosts whose parse cache is of this code are read here, the others shared between this process
+(one in every `cores`) and the workers; what the workers parse is kept in the parse cache when
+asked."""
 
 from __future__ import annotations
 
@@ -19,6 +20,12 @@ from gpuval.files.parse_cache import HostCache
 from gpuval.runfolder import read_run_folder, update_parse_cache
 
 HOSTS = workers.FORK_FROM_HOSTS + 2
+
+
+def forked(to_parse: int) -> int:
+    """How many of `to_parse` hosts the workers parse: all but one in every usable core."""
+    cores = workers.usable_cores()
+    return to_parse - -(-to_parse // cores)
 
 
 @pytest.fixture(scope="module")
@@ -42,9 +49,9 @@ def pool_sizes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     real = runfolder.worker_pool
 
     @contextmanager
-    def counted(tasks: int) -> Iterator[Executor]:
+    def counted(tasks: int, cores_left: int = 0) -> Iterator[Executor]:
         asked.append(tasks)
-        with real(tasks) as pool:
+        with real(tasks, cores_left) as pool:
             yield pool
 
     monkeypatch.setattr(runfolder, "worker_pool", counted)
@@ -56,10 +63,11 @@ def test_hosts_parsed_in_workers_read_as_hosts_read_here(
 ) -> None:
     in_workers = read_run_folder(many_hosts, cached=True)
     uncached = [h for h in hosts_of(many_hosts) if not HostCache.of_this_code(many_hosts, h)]
-    assert pool_sizes == [len(uncached)] and len(uncached) == HOSTS - len(range(0, HOSTS, 3))
+    assert len(uncached) == HOSTS - len(range(0, HOSTS, 3))
+    assert pool_sizes == [forked(len(uncached))]
     monkeypatch.setattr(runfolder, "FORK_FROM_HOSTS", HOSTS + 1)
     here = read_run_folder(many_hosts, cached=True)
-    assert pool_sizes == [len(uncached), 1]
+    assert pool_sizes == [forked(len(uncached)), 0]
     hosts_in_order = [f.host for f in in_workers.files]
     assert hosts_in_order == sorted(hosts_in_order) and set(hosts_in_order) == set(
         hosts_of(many_hosts)
@@ -77,10 +85,10 @@ def test_what_the_workers_parse_is_kept_when_asked(
     run = tmp_path / "run"
     write_run_folder(run, HOSTS)
     cold = read_run_folder(run, cached=True, write_back=True)
-    assert pool_sizes == [HOSTS]
+    assert pool_sizes == [forked(HOSTS)]
     assert all(HostCache.of_this_code(run, host) for host in hosts_of(run))
     warm = read_run_folder(run, cached=True)
-    assert pool_sizes == [HOSTS, 0]
+    assert pool_sizes == [forked(HOSTS), 0]
     assert (warm.files, warm.diagnostics) == (cold.files, cold.diagnostics)
 
 
@@ -88,4 +96,4 @@ def test_fewer_hosts_are_read_here(tmp_path: Path, pool_sizes: list[int]) -> Non
     run = tmp_path / "run"
     write_run_folder(run, workers.FORK_FROM_HOSTS - 1)
     assert read_run_folder(run).files
-    assert pool_sizes == [1]
+    assert pool_sizes == [0]

@@ -53,12 +53,13 @@ class _HereExecutor(Executor):
 
 
 @contextmanager
-def worker_pool(tasks: int) -> Iterator[Executor]:
-    """An executor for `tasks` tasks: a forked process for each usable core (no more than the
-    tasks), or this process when one would do. A task's function must be importable by name (a
-    module's function) and its arguments and result picklable."""
-    workers = min(usable_cores(), tasks)
-    if workers < 2 or not _can_fork():
+def worker_pool(tasks: int, cores_left: int = 0) -> Iterator[Executor]:
+    """An executor for `tasks` tasks: a forked process for each usable core but the
+    `cores_left` that this process keeps busy meanwhile (no more processes than tasks), or this
+    process when that is all: one task, or one core for all the work. A task's function must be
+    importable by name (a module's function) and its arguments and result picklable."""
+    workers = min(usable_cores() - cores_left, tasks)
+    if workers < 1 or workers + cores_left < 2 or not _can_fork():
         yield _HereExecutor()
         return
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
