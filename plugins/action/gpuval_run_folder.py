@@ -38,6 +38,7 @@ options:
 """
 
 RETURN = r"""
+run_dir: {description: The run folder., returned: always, type: str}
 created: {description: What was (or would be) made., returned: always, type: list, elements: str}
 superseded:
   description: The earlier failure records moved, relative to the run folder.
@@ -69,15 +70,17 @@ class ActionModule(ActionBase):
                 if not run_json.exists():
                     write_output(run_json, _run_json_text(args["run_json"]))
             except OSError as problem:
-                return {**result, "failed": True, "created": [],
+                return {**result, "failed": True, "created": [], "run_dir": str(run_dir),
                         "msg": f"{problem.filename or run_dir}: {problem.strerror}"}  # fmt: skip
             except OutputError as problem:
-                return {**result, "failed": True, "created": [], "msg": str(problem)}
+                return {**result, "failed": True, "created": [], "run_dir": str(run_dir),
+                        "msg": str(problem)}  # fmt: skip
         moved = [] if self._task.check_mode else _earlier_failures(run_dir, task_vars or {})
         warnings = [f"{run_dir / path}: an earlier start's failure record of a phase played again"
                     for path in moved]  # fmt: skip
         return {**result, "changed": bool(created or moved), "created": created,
-                "superseded": moved, **({"warnings": warnings} if warnings else {})}  # fmt: skip
+                "run_dir": str(run_dir), "superseded": moved,
+                **({"warnings": warnings} if warnings else {})}  # fmt: skip
 
 
 def _earlier_failures(run_dir: Path, task_vars: dict[str, Any]) -> list[str]:

@@ -13,8 +13,8 @@ node, and the report names exactly those nodes with those reasons:
 The same cluster run again without faults passes every health check. The install, build and
 across-node phases are left out (tags), so one run takes about a minute here. A third run has
 only preflight and the health plays (passive probes before and after) on three of the hosts,
-each play timed by a callback of the tests (callback_plugins/play_timer.py): the time the
-passive checks add to a run.
+each play's time kept in its run folder (plays.json, the gpuval_play_times callback): the time
+the passive checks add to a run.
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ from pathlib import Path
 import pytest
 
 from gpuval.checks.health import health_subject
-from tests.e2e.doubles import DEFAULT_PATH, DOUBLES, REPO, doubles_data
+from gpuval.plan.play_times import read_play_times
+from tests.e2e.doubles import DEFAULT_PATH, DOUBLES, doubles_data
 from tests.e2e.doubles import DOUBLES_ON_HOST as ON_HOST
 from tests.e2e.runs import PlaybookRun, inventory_dir, record, run_playbook
 from tests.simhosts.cluster import Cluster
@@ -40,7 +41,6 @@ from tests.simhosts.fixtures import simulated_hosts
 
 pytestmark = pytest.mark.simhosts
 
-HERE = Path(__file__).parent
 IB_ROOT = f"{ON_HOST}/data/sys/class/infiniband"
 FAULTS = {"node1": "pcie-x8", "node2": "off-bus", "node3": "remap", "node4": None}
 PHASES = "preflight,health,intranode,collect,report"
@@ -62,16 +62,11 @@ PASSIVE_BUDGET_S = 5.0
 
 
 def playbook(work: Path, run_id: str, tags: str, *extra: str) -> PlaybookRun:
-    """benchmark.yml with these tags; each play's wall time lands in <run_id>.plays.json."""
-    timer = {
-        # The repository's callbacks (ansible.cfg) and the tests' play timer.
-        "ANSIBLE_CALLBACK_PLUGINS": f"{REPO / 'plugins/callback'}:{HERE / 'callback_plugins'}",
-        "ANSIBLE_CALLBACKS_ENABLED": "gpuval_interrupted,gpuval_preload,play_timer",
-        "GPUVAL_PLAY_TIMES": str(work / f"{run_id}.plays.json"),
-    }
+    """benchmark.yml with these tags; each play's wall time lands in the run folder's
+    plays.json (the gpuval_play_times callback)."""
     return run_playbook(
         "benchmark.yml", work / "inventory" / "cluster.ini", work / "reports", run_id, VARIABLES,
-        ["--tags", tags, *extra], timer,
+        ["--tags", tags, *extra],
     )  # fmt: skip
 
 
@@ -232,8 +227,7 @@ def test_passive_health_probes_run_as_plays_of_their_own_and_their_time_is_recor
         "--limit", "node1,node2,node3,localhost",
     )  # fmt: skip
     assert run.returncode == 0, run.output[-4000:]
-    plays = json.loads((work / "timing.plays.json").read_text())
-    health = [p["seconds"] for p in plays if p["name"].startswith("Node health")]
+    health = [p.duration_s for p in read_play_times(run.run_dir) if p.phase == "health"]
     assert len(health) == 2
     # A machine shared with other work gives each process cpus/load of a CPU: the plays' wall
     # time as if it were not shared is theirs scaled by that share (the raw time is recorded).
