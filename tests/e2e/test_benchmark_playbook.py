@@ -29,6 +29,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gpuval.plan.play_times import phase_windows, read_play_times
 from tests.e2e.doubles import (
     REPO,
     install_empty_journal,
@@ -217,6 +218,27 @@ def test_second_run_installs_and_builds_nothing(runs_without_gpu: list[PlaybookR
     # The run's private key travels to the nodes as a module parameter: never into the output.
     assert "PRIVATE KEY" not in first.output + second.output
     assert second.output.count("nccl-tests build skipped: no GPU architecture known") == 3
+
+
+# The phases of the plan in a full run's order (gpuval.plan.duration): the Slurm allocation's
+# plays name none, the collect, the ssh clean-up and the report are the report phase.
+PLAN_PHASES = ["start", "preflight", "health", "install", "openmpi", "build", "intranode",
+               "mpi-preflight", "internode", "pairs", "health", "report"]  # fmt: skip
+
+
+def test_each_phase_keeps_its_play_times_and_the_next_plan_learns_from_them(
+    runs_without_gpu: list[PlaybookRun],
+) -> None:
+    first, second = runs_without_gpu
+    windows = phase_windows(read_play_times(first.run_dir))
+    assert [window.phase for window in windows] == PLAN_PHASES
+    assert 0 < sum(window.duration_s for window in windows) <= first.seconds
+    # The first run is in the reports' history: the second run's plan takes Ansible's time per
+    # phase from it (three nodes without GPU, as this one).
+    plan = json.loads((second.run_dir / "plan.json").read_text())
+    sources = [step["source"] for phase in plan["phases"] for step in phase["steps"]
+               if step["key"] == "phase-overhead" and phase["name"] != "pairs"]  # fmt: skip
+    assert sources == ["history: median of 1"] * (len(PLAN_PHASES) - 1)
 
 
 def test_the_launch_contract_is_cached_as_plain_values(

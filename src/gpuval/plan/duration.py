@@ -3,8 +3,11 @@ predicted duration of each and in all.
 
 Each step's duration is the median of what earlier runs of the same step recorded (sidecars
 named by the history database, gpuval.plan.step_history), else a documented default
-(gpuval.plan.step_costs); every step says which. Node-local work runs on `forks` hosts at a
-time (ansible.cfg), so a phase of node-local steps costs one wave per `forks` hosts. The pair
+(gpuval.plan.step_costs); every step says which. So is Ansible's own time in a phase, where
+earlier runs of as many nodes kept their plays' times (plays.json): a setup step without a
+sidecar (install, openmpi, build, the collect and report) is then within it. Node-local work
+runs on `forks` hosts at a time (ansible.cfg), so a phase of node-local steps costs one wave
+per `forks` hosts. The pair
 phase costs its rounds: all pairs (the circle schedule: N-1 rounds, N for odd N), or staged (an
 all-nodes test, then for each faulty node the search's own rounds: gpuval.plan.group_testing
 plays it against one bad node, each group round priced as its largest group's all-nodes test,
@@ -35,14 +38,17 @@ from gpuval.plan.step_costs import (
     p2p_seconds,
     sweep_seconds,
 )
-from gpuval.plan.step_history import measured_durations, median
+from gpuval.plan.step_history import measured_durations, measured_phase_overheads, median
+
+# Per (phase, occurrence), Ansible's own time in earlier runs (step_history).
+Overheads = Mapping[tuple[str, int], Sequence[float]]
 
 
 class _Costs:
     """Step durations: the history's median where it has the key, else the default."""
 
-    def __init__(self, measured: Mapping[str, Sequence[float]]) -> None:
-        self.measured = measured
+    def __init__(self, measured: Mapping[str, Sequence[float]], overheads: Overheads) -> None:
+        self.measured, self.overheads = measured, overheads
         self.defaults_used: dict[str, str] = {}
 
     def each(self, key: str, default_s: float, *defaults: str) -> tuple[float, str]:
@@ -75,10 +81,21 @@ class _Planner:
     def __init__(self, shape: Shape, variables: Variables, costs: _Costs) -> None:
         self.shape, self.v, self.costs = shape, variables, costs
         self.waves = batches(shape.nodes, shape.forks)
+        self.occurrences: dict[str, int] = {}  # the phases priced so far, in the run's order
+        self.learned: set[str] = set()  # phases whose Ansible time the history gave
 
     def overhead(self, phase: str, plays: int = 1) -> StepCost:
-        """Ansible's own time for the phase's plays: a fixed part once per wave of `forks`
-        hosts, and its work for each host spread over the controller's cores."""
+        """Ansible's own time for the phase's plays: what earlier runs of as many nodes took,
+        else a fixed part once per wave of `forks` hosts, and its work for each host spread
+        over the controller's cores. Called once per phase, in the run's order."""
+        occurrence = self.occurrences.get(phase, 0)
+        self.occurrences[phase] = occurrence + 1
+        learned = self.costs.overheads.get((phase, occurrence))
+        if learned:
+            self.learned.add(phase)
+            return StepCost(phase, "Ansible's own time", "phase-overhead", 1, median(learned),
+                            f"history: median of {len(learned)}")  # fmt: skip
+        self.costs.defaults_used["phase-overhead"] = DEFAULTS["phase-overhead"].reason
         per_host = self.shape.controller_s(DEFAULTS["phase-cpu-per-host"].seconds)
         self.costs.defaults_used["phase-cpu-per-host"] = DEFAULTS["phase-cpu-per-host"].reason
         seconds = DEFAULTS["phase-overhead"].seconds + per_host / self.waves
@@ -99,6 +116,16 @@ class _Planner:
     ) -> StepCost:
         each, source = self.costs.each(key, default_s, *defaults)
         return StepCost(phase, step, key, count, each, source, timeout_s, switch)
+
+    def setup_step(self, phase: str, step: str, key: str, count: int,
+                   timeout_s: float | None = None) -> StepCost:  # fmt: skip
+        """A phase's work that writes no sidecar (install, build, the collect and report): its
+        default, or nothing of its own where the history gave the phase's Ansible time, which
+        holds it (call after the phase's `overhead`)."""
+        if phase in self.learned:
+            return StepCost(phase, step, key, 1, 0.0, "history: in Ansible's own time", timeout_s)
+        return self.step(phase, step, key, DEFAULTS[key].seconds, key, count=count,
+                         timeout_s=timeout_s)  # fmt: skip
 
     def probes(self, phase: str, names: Sequence[str], timeout_s: float) -> list[StepCost]:
         probe = DEFAULTS["probe"].seconds
@@ -156,8 +183,8 @@ def _node_phases(p: _Planner, plan: steps.RunPlan) -> list[PhaseCost]:
         ),
     ]
     for name in ("install", "openmpi", "build"):
-        setup = p.step(name, name, name, DEFAULTS[name].seconds, name, count=p.waves)
-        phases.append(PhaseCost(name, (p.overhead(name), setup)))
+        ansible = p.overhead(name)
+        phases.append(PhaseCost(name, (ansible, p.setup_step(name, name, name, p.waves))))
     intranode: list[StepCost] = [p.overhead("intranode")]
     timeout = v.number("bench_intranode_timeout_s", 1200)
     if gpu and plan.intranode_p2p and shape.gpus_per_node > 1:
@@ -488,13 +515,9 @@ def _closing_phases(p: _Planner, plan: steps.RunPlan) -> list[PhaseCost]:
                 switch="-e health_level=none",
             )
         )
-    report = p.step(
-        "report",
-        "collect and report",
-        "report",
-        DEFAULTS["report"].seconds,
-        "report",
-        timeout_s=v.number("collect_timeout_s", 120),
+    ansible = p.overhead("report", 2)
+    report = p.setup_step(
+        "report", "collect and report", "report", 1, v.number("collect_timeout_s", 120)
     )
     return [
         PhaseCost(
@@ -502,20 +525,23 @@ def _closing_phases(p: _Planner, plan: steps.RunPlan) -> list[PhaseCost]:
             tuple(health),
             "passive probes again" + (f", health_level {level}" if level != "none" else ""),
         ),
-        PhaseCost("report", (p.overhead("report", 2), report)),
+        PhaseCost("report", (ansible, report)),
     ]
 
 
 def estimate(
-    shape: Shape, variables: Mapping[str, Any], measured: Mapping[str, Sequence[float]]
+    shape: Shape,
+    variables: Mapping[str, Any],
+    measured: Mapping[str, Sequence[float]],
+    overheads: Overheads | None = None,
 ) -> RunEstimate:
-    """The run's time plan from its shape, its role variables and the history's durations."""
+    """The run's time plan from its shape, its role variables and the history's durations (of
+    steps, and of Ansible's own time per phase)."""
     v = Variables(variables)
     plan = steps.RunPlan.from_variables(variables)
     mode = steps.pairs_mode_for(v.text("bench_pairs_mode", "auto"), shape.nodes)
-    costs = _Costs(measured)
+    costs = _Costs(measured, overheads or {})
     planner = _Planner(shape, v, costs)
-    costs.defaults_used["phase-overhead"] = DEFAULTS["phase-overhead"].reason
     pairs, rounds, fault, stage_costs = _pairs_phase(planner, plan, mode)
     phases = [
         *_node_phases(planner, plan),
@@ -542,7 +568,9 @@ def cost_keys(estimate: RunEstimate) -> list[str]:
 def estimate_from_history(
     shape: Shape, variables: Mapping[str, Any], database: Path
 ) -> RunEstimate:
-    """The estimate with the durations the history database's runs recorded for its steps."""
+    """The estimate with the durations the history database's runs recorded for its steps and
+    for Ansible's own time in its phases."""
     first = estimate(shape, variables, {})
     measured = measured_durations(database, shape.gpus_per_node, cost_keys(first))
-    return estimate(shape, variables, measured) if measured else first
+    overheads = measured_phase_overheads(database, shape.gpus_per_node, shape.nodes)
+    return estimate(shape, variables, measured, overheads) if measured or overheads else first

@@ -1,4 +1,6 @@
-"""How long steps took in earlier runs: the sidecars of the run folders the history database lists.
+"""How long steps took in earlier runs: the sidecars of the run folders the history database lists;
+and Ansible's own time in each phase: what the phase's plays took (plays.json) beyond the time a
+step of the phase was running on some node.
 
 A step's cost key names what decides its duration: the step (or pair kind and RDMA memory), the
 sizes and seconds on its command line (nccl-tests -b/-e/-f/-n/-w, iperf3 -t, ib_write_bw -D, the
@@ -17,15 +19,24 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from contextlib import closing
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from gpuval.plan import steps
+from gpuval.plan.play_times import PhaseWindow, instant, phase_windows, read_play_times
 
 # Flags whose values shape a step's duration, per tool word on the command line.
 SIZE_FLAGS = ("-b", "-e", "-f", "-n", "-w", "-t", "-D", "--min-bytes", "--max-bytes")
 ALL_NODE_STEPS = (steps.MPI_PREFLIGHT, steps.ALLNODES_ALLREDUCE)
 RUNS_READ = 20  # the newest runs of the shape; older ones describe hardware that may be gone
+# The phases whose Ansible time is learned. The pair phase's is not: it grows with its rounds,
+# which the plan prices apiece (round-overhead, round-cpu-per-host), and a run with a faulty node
+# played more of them than the next run may.
+LEARNED_PHASES = frozenset(
+    {"start", "preflight", "health", "install", "openmpi", "build", "intranode",
+     "mpi-preflight", "internode", "report"}
+)  # fmt: skip
 
 
 def size_words(command: Sequence[str] | str | None) -> str:
@@ -108,3 +119,53 @@ def measured_durations(
 
 def median(durations: Sequence[float]) -> float:
     return float(statistics.median(durations))
+
+
+Interval = tuple[datetime, datetime]
+
+
+def _interval(document: dict[str, Any]) -> Interval | None:
+    started, ended = document.get("started_at"), document.get("ended_at")
+    if not (isinstance(started, str) and isinstance(ended, str)):
+        return None
+    start, end = instant(started), instant(ended)
+    if start is None or end is None or end < start:
+        return None
+    return start, end
+
+
+def busy_seconds(intervals: Sequence[Interval], window: PhaseWindow) -> float:
+    """Seconds of `window` during which at least one of `intervals` (steps running on some
+    node) was under way."""
+    clipped = sorted(
+        (max(start, window.start), min(end, window.end))
+        for start, end in intervals
+        if start < window.end and end > window.start
+    )
+    total, reach = 0.0, window.start
+    for start, end in clipped:
+        if end > reach:
+            total += (end - max(start, reach)).total_seconds()
+            reach = end
+    return total
+
+
+def measured_phase_overheads(
+    database: Path, gpus_per_node: int, nodes: int
+) -> dict[tuple[str, int], list[float]]:
+    """Per (phase, occurrence) of LEARNED_PHASES, Ansible's own time in each earlier run of
+    `nodes` nodes of the shape that kept its plays' times: the phase's time less the seconds a
+    step was running on some node (sidecar times are the nodes' clocks: a node whose clock is off
+    moves its steps' time into or out of a phase). It holds what runs without sidecars too: an
+    install or a build that had nothing to do, the collect, the report."""
+    found: dict[tuple[str, int], list[float]] = defaultdict(list)
+    for folder, count in _run_folders(database, gpus_per_node):
+        windows = [w for w in phase_windows(read_play_times(folder)) if w.phase in LEARNED_PHASES]
+        if count != nodes or not windows:
+            continue
+        documents = (_sidecar(path) for path in sorted(folder.glob("raw/*/*.meta.json")))
+        intervals = [i for d in documents if d is not None and (i := _interval(d)) is not None]
+        for window in windows:
+            own = window.duration_s - busy_seconds(intervals, window)
+            found[(window.phase, window.occurrence)].append(max(own, 0.0))
+    return dict(found)
