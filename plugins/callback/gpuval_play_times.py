@@ -81,7 +81,10 @@ class CallbackModule(CallbackBase):
         if self.run_dir is None:
             return
         try:
-            write_output(self.run_dir / PLAYS_FILE, json_text(plays_document(self.plays)))
+            # Not synced to disk: a crash loses a later plan's lesson, never a measurement.
+            write_output(
+                self.run_dir / PLAYS_FILE, json_text(plays_document(self.plays)), durable=False
+            )
         except OutputError as problem:
             # Only a later plan's lesson is lost: never a reason for the run to stop.
             self._display.warning(f"gpuval_play_times: {problem}")
