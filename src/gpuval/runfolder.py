@@ -28,6 +28,7 @@ from gpuval.files.host_folder import HostFolder, host_dir
 from gpuval.files.host_folder import RefusedPath as RefusedPath
 from gpuval.files.host_folder import host_file as host_file
 from gpuval.files.parse_cache import HostCache
+from gpuval.files.superseded import superseded_copies
 from gpuval.files.workers import FORK_FROM_HOSTS, usable_cores, worker_pool
 from gpuval.plan.steps import pair_step
 from gpuval.records.base import Diagnostic, ParseResult
@@ -112,6 +113,7 @@ class RunFolder:
     # what `host_file` refused, never read (the source: the sidecar, file or folder concerned;
     # "raw/<host>/" for the host's folder): a folder a node tampered with, never judged
     refused: list[Diagnostic] = field(default_factory=list)
+    superseded: list[str] = field(default_factory=list)  # copies later ones replaced, never read
 
     def expected_steps(self, host: str) -> list[str]:
         return [str(step) for step in self.meta.get("expected", {}).get(host, [])]
@@ -555,6 +557,7 @@ def read_run_folder(run_dir: Path, cached: bool = False, write_back: bool = Fals
         files=found.files,
         diagnostics=found.diagnostics,
         refused=found.refused,
+        superseded=superseded_copies(run_dir),
     )
 
 

@@ -14,6 +14,21 @@ from gpuval.files.host_folder import RAW_DIR, RefusedPath, host_file, plain_name
 SUPERSEDED_DIR = "superseded"
 
 
+def superseded_copies(run_dir: Path) -> list[str]:
+    """The copies superseded/ keeps, as superseded/<host>/<name> relative to the run folder,
+    host by host and name by name: the regular files of its plainly named host folders (a link,
+    or anything else, is no copy the controller made)."""
+    root = run_dir / SUPERSEDED_DIR
+    if not root.is_dir() or root.is_symlink():
+        return []
+    found = []
+    hosts = (e for e in os.scandir(root) if plain_name(e.name) and e.is_dir(follow_symlinks=False))
+    for host in sorted(entry.name for entry in hosts):
+        names = sorted(e.name for e in os.scandir(root / host) if e.is_file(follow_symlinks=False))
+        found += [f"{SUPERSEDED_DIR}/{host}/{name}" for name in names]
+    return found
+
+
 def superseded_dir(host_raw: Path) -> Path:
     """Where raw/<host>/'s superseded copies go: <run>/superseded/<host>/."""
     return host_raw.parent.parent / SUPERSEDED_DIR / host_raw.name

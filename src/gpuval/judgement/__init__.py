@@ -129,4 +129,5 @@ def judge_run_folder(folder: RunFolder, judging: Judging, generated_at: str) -> 
         topo_runs=topo_runs(runs),
         measurements=measurement_rows(runs, files, outcome.pairs.tries),
         racks=outcome.racks,
+        superseded=folder.superseded,
     )

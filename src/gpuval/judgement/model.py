@@ -238,6 +238,8 @@ class RunJudgement:
     topo_runs: list[TopoRun]
     measurements: Measurements
     racks: list[Rack] = field(default_factory=list)  # NVLink domains: declared, else as reported
+    # The copies a later one replaced (superseded/<host>/<name>), kept, never judged.
+    superseded: list[str] = field(default_factory=list)
 
     @property
     def profile_name(self) -> str | None:

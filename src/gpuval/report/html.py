@@ -438,6 +438,8 @@ def build_context(judgement: RunJudgement) -> dict[str, Any]:
         "steps": step_groups(judgement),
         "diagnostics": diagnostics[:MAX_DIAGNOSTICS],
         "diagnostics_left_out": max(0, len(diagnostics) - MAX_DIAGNOSTICS),
+        "superseded": judgement.superseded[:MAX_DIAGNOSTICS],
+        "superseded_left_out": max(0, len(judgement.superseded) - MAX_DIAGNOSTICS),
         "host_total": len(rows),
         "charts": chart_set.specs,
         "outlier_drop": 1 - thresholds.host_outlier_fraction,

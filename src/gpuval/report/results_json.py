@@ -60,6 +60,8 @@ def results_document(judgement: RunJudgement) -> dict[str, Any]:
         "baseline": j.baseline_name,
         # NVLink domains (NVL72 racks); left out when the run has none.
         **({"racks": to_jsonable(j.racks)} if j.racks else {}),
+        # Copies a later one replaced, kept under superseded/; left out when there are none.
+        **({"superseded": list(j.superseded)} if j.superseded else {}),
     }
 
 
