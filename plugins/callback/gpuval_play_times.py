@@ -21,6 +21,8 @@ description:
   - Times every play that names its phase of the plan (the play variable C(gpuval_plan_phase),
     set in C(playbooks/phases/*.yml)) on the controller's clock, and writes the times to
     C(<run folder>/plays.json) after each play, whole or not at all.
+  - With the plays, the run's C(--tags) and C(--skip-tags), since a phase they leave out, or
+    cut short, teaches a plan nothing.
   - Only a run's first start is kept, the one that wrote its run.json (C(gpuval_run_folder));
     a start again under the same run id, a report of an existing run, or a playbook without
     a run folder writes nothing.
@@ -71,8 +73,10 @@ class CallbackModule(CallbackBase):
     def _end_play(self) -> None:
         if self.current is None:
             return
+        from ansible import context
+
         from gpuval.files.atomic import OutputError, json_text, write_output
-        from gpuval.plan.play_times import PLAYS_FILE, PlayTime, plays_document
+        from gpuval.plan.play_times import PLAYS_FILE, PlayTime, RecordedPlays, plays_document
 
         name, phase, started, monotonic_start = self.current
         self.current = None
@@ -80,10 +84,12 @@ class CallbackModule(CallbackBase):
         self.plays.append(PlayTime(name, phase, started, seconds))
         if self.run_dir is None:
             return
+        tags = tuple(context.CLIARGS.get("tags") or ("all",))
+        recorded = RecordedPlays(self.plays, tags, tuple(context.CLIARGS.get("skip_tags") or ()))
         try:
             # Not synced to disk: a crash loses a later plan's lesson, never a measurement.
             write_output(
-                self.run_dir / PLAYS_FILE, json_text(plays_document(self.plays)), durable=False
+                self.run_dir / PLAYS_FILE, json_text(plays_document(recorded)), durable=False
             )
         except OutputError as problem:
             # Only a later plan's lesson is lost: never a reason for the run to stop.

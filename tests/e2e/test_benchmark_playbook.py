@@ -230,7 +230,7 @@ def test_each_phase_keeps_its_play_times_and_the_next_plan_learns_from_them(
     runs_without_gpu: list[PlaybookRun],
 ) -> None:
     first, second = runs_without_gpu
-    windows = phase_windows(read_play_times(first.run_dir))
+    windows = phase_windows(read_play_times(first.run_dir).plays)
     assert [window.phase for window in windows] == PLAN_PHASES
     assert 0 < sum(window.duration_s for window in windows) <= first.seconds
     # The first run is in the reports' history: the second run's plan takes Ansible's time per

@@ -227,7 +227,7 @@ def test_passive_health_probes_run_as_plays_of_their_own_and_their_time_is_recor
         "--limit", "node1,node2,node3,localhost",
     )  # fmt: skip
     assert run.returncode == 0, run.output[-4000:]
-    health = [p.duration_s for p in read_play_times(run.run_dir) if p.phase == "health"]
+    health = [p.duration_s for p in read_play_times(run.run_dir).plays if p.phase == "health"]
     assert len(health) == 2
     # A machine shared with other work gives each process cpus/load of a CPU: the plays' wall
     # time as if it were not shared is theirs scaled by that share (the raw time is recorded).

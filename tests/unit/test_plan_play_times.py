@@ -28,9 +28,10 @@ def at(seconds: float) -> str:
     return (T0 + timedelta(seconds=seconds)).isoformat()
 
 
+Plays = list[tuple[str, str, float, float]]
 # (play, phase, start, seconds): a run of the plan's order; the collect, the ssh clean-up and
 # the report are the one report phase, health comes twice.
-PLAYS = [
+PLAYS: Plays = [
     ("Start the run", "start", 0, 2.0),
     ("Preflight", "preflight", 2, 10.0),
     ("Node health before", "health", 12, 5.0),
@@ -46,9 +47,9 @@ PLAYS = [
 STEPS = [("n1", 3, 6), ("n2", 4, 8), ("n1", 11, 13), ("n2", 13, 14), ("n1", 21, 23.5)]
 
 
-def write_run(reports: Path, name: str, nodes: int, gpus: int,
-              plays: list[tuple[str, str, float, float]],
-              steps: list[tuple[str, float, float]]) -> Path:  # fmt: skip
+def write_run(reports: Path, name: str, nodes: int, gpus: int, plays: Plays,
+              steps: list[tuple[str, float, float]], tags: tuple[str, ...] = ("all",),
+              skip_tags: tuple[str, ...] = ()) -> Path:  # fmt: skip
     run = reports / name
     for index, (host, start, end) in enumerate(steps):
         folder = run / "raw" / host
@@ -57,7 +58,7 @@ def write_run(reports: Path, name: str, nodes: int, gpus: int,
                    "duration_s": end - start, "exit_code": 0}  # fmt: skip
         (folder / f"step{index}.meta.json").write_text(json.dumps(sidecar))
     run.mkdir(parents=True, exist_ok=True)
-    document = {"schema_version": 1, "plays": [
+    document = {"schema_version": 1, "tags": list(tags), "skip_tags": list(skip_tags), "plays": [
         {"name": n, "phase": p, "started_at": at(s), "duration_s": d} for n, p, s, d in plays
     ]}  # fmt: skip
     (run / PLAYS_FILE).write_text(json.dumps(document))
@@ -82,6 +83,10 @@ def history(tmp_path: Path) -> Path:
                                     ("Preflight", "preflight", 1, 8.0)], [])  # fmt: skip
     write_run(tmp_path, "c", 3, 8, PLAYS, [])  # three nodes: not this plan's
     write_run(tmp_path, "d", 2, 4, PLAYS, [])  # four GPUs a node: not this plan's
+    # --tags: every play starts, but plays only its tagged tasks (and argument checks).
+    write_run(tmp_path, "e", 2, 8, PLAYS, [], tags=("preflight",))
+    # --skip-tags install: the install play ran its argument checks alone, 0.25 s.
+    write_run(tmp_path, "f", 2, 8, [("Install", "install", 0, 0.25)], [], skip_tags=("install",))
     return tmp_path / "history.sqlite"
 
 
@@ -124,17 +129,22 @@ def test_the_plan_takes_the_median_and_the_setup_steps_are_within_it(history: Pa
 def test_a_plays_file_that_cannot_be_read_teaches_nothing(tmp_path: Path) -> None:
     run = tmp_path / "run"
     run.mkdir()
-    assert read_play_times(run) == []
-    for text in ("{", "[]", '{"schema_version": 2, "plays": []}', '{"schema_version": 1}'):
-        (run / PLAYS_FILE).write_text(text)
-        assert read_play_times(run) == []
+    assert read_play_times(run).plays == []
     good = {"name": "Preflight", "phase": "preflight", "started_at": at(0), "duration_s": 4}
+    for text in ("{", "[]", '{"schema_version": 2, "plays": []}', '{"schema_version": 1}',
+                 json.dumps({"schema_version": 1, "tags": "all", "skip_tags": [],
+                             "plays": [good]})):  # fmt: skip
+        (run / PLAYS_FILE).write_text(text)
+        assert read_play_times(run).plays == []
     bad = {**good, "duration_s": -1}
-    (run / PLAYS_FILE).write_text(
-        json.dumps({"schema_version": 1, "plays": [good, bad, {**good, "phase": "health"}]})
-    )
+    (run / PLAYS_FILE).write_text(json.dumps({
+        "schema_version": 1, "tags": [], "skip_tags": ["install"],
+        "plays": [good, bad, {**good, "phase": "health"}],
+    }))  # fmt: skip
     # the list ends at the first play it cannot read: a later phase's occurrence would be wrong
-    assert read_play_times(run) == [PlayTime("Preflight", "preflight", at(0), 4.0)]
+    recorded = read_play_times(run)
+    assert recorded.plays == [PlayTime("Preflight", "preflight", at(0), 4.0)]
+    assert (recorded.tags, recorded.skip_tags) == (("all",), ("install",))
 
 
 def test_a_start_time_without_its_offset_ends_the_windows() -> None:
@@ -163,7 +173,9 @@ def test_the_callback_keeps_the_plays_of_a_runs_first_start(tmp_path: Path) -> N
     callback.v2_playbook_on_play_start(play("The run's Slurm allocation", None))
     callback.v2_playbook_on_play_start(play("Preflight", "preflight"))
     callback.v2_playbook_on_stats(None)
-    plays = read_play_times(tmp_path)
+    recorded = read_play_times(tmp_path)
+    assert (recorded.tags, recorded.skip_tags) == (("all",), ())
+    plays = recorded.plays
     assert [(p.name, p.phase) for p in plays] == [("Start the run", "start"),
                                                   ("Preflight", "preflight")]  # fmt: skip
     assert all(p.duration_s >= 0 for p in plays)

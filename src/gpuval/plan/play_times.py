@@ -2,7 +2,9 @@
 so that later plans learn Ansible's own time per phase from it (gpuval.plan.step_history).
 
 The gpuval_play_times callback times every play of a run's first start whose play names its
-phase (PHASE_VAR, set in playbooks/phases/*.yml) and rewrites plays.json after each play, whole.
+phase (PHASE_VAR, set in playbooks/phases/*.yml) and rewrites plays.json after each play, whole,
+with the run's --tags and --skip-tags: a phase they leave out, or cut short, took no time of its
+own in that run.
 The plays of one phase next to each other are one phase of the plan (the report phase is the
 collect, the ssh clean-up and the report); a phase that comes back later (health, after the
 benchmarks) is the phase's next occurrence, as in the plan.
@@ -43,8 +45,28 @@ class PhaseWindow:
         return self.start + timedelta(seconds=self.duration_s)
 
 
-def plays_document(plays: list[PlayTime]) -> dict[str, Any]:
-    return {"schema_version": SCHEMA_VERSION, "plays": [asdict(play) for play in plays]}
+@dataclass(frozen=True)
+class RecordedPlays:
+    """What plays.json holds: the plays in order, and the tags the run was started with."""
+
+    plays: list[PlayTime]
+    tags: tuple[str, ...] = ("all",)
+    skip_tags: tuple[str, ...] = ()
+
+
+def plays_document(recorded: RecordedPlays) -> dict[str, Any]:
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "tags": list(recorded.tags),
+        "skip_tags": list(recorded.skip_tags),
+        "plays": [asdict(play) for play in recorded.plays],
+    }
+
+
+def _words(value: Any) -> tuple[str, ...] | None:
+    if not isinstance(value, list) or not all(isinstance(word, str) for word in value):
+        return None
+    return tuple(value)
 
 
 def _play(item: Any) -> PlayTime | None:
@@ -59,19 +81,23 @@ def _play(item: Any) -> PlayTime | None:
     return PlayTime(name, phase, started, float(seconds))
 
 
-def read_play_times(run_dir: Path) -> list[PlayTime]:
-    """The plays run_dir/plays.json lists; none where it is missing or not of this schema (a
+def read_play_times(run_dir: Path) -> RecordedPlays:
+    """What run_dir/plays.json holds; no plays where it is missing or not of this schema (a
     plan then learns nothing from the run). A play it cannot read ends the list: the phases
     after a gap would be taken for the wrong occurrences."""
+    nothing = RecordedPlays([])
     path = run_dir / PLAYS_FILE
     try:
         if path.is_symlink():
-            return []
+            return nothing
         document = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return []
+        return nothing
     if not isinstance(document, dict) or document.get("schema_version") != SCHEMA_VERSION:
-        return []
+        return nothing
+    tags, skip_tags = _words(document.get("tags")), _words(document.get("skip_tags"))
+    if tags is None or skip_tags is None:
+        return nothing
     items = document.get("plays")
     plays: list[PlayTime] = []
     for item in items if isinstance(items, list) else []:
@@ -79,7 +105,7 @@ def read_play_times(run_dir: Path) -> list[PlayTime]:
         if play is None:
             break
         plays.append(play)
-    return plays
+    return RecordedPlays(plays, tags or ("all",), skip_tags)
 
 
 def instant(text: str) -> datetime | None:

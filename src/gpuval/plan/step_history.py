@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuval.plan import steps
+from gpuval.plan.phase_tags import TagSelection
 from gpuval.plan.play_times import PhaseWindow, instant, phase_windows, read_play_times
 
 # Flags whose values shape a step's duration, per tool word on the command line.
@@ -157,11 +158,18 @@ def measured_phase_overheads(
     `nodes` nodes of the shape that kept its plays' times: the phase's time less the seconds a
     step was running on some node (sidecar times are the nodes' clocks: a node whose clock is off
     moves its steps' time into or out of a phase). It holds what runs without sidecars too: an
-    install or a build that had nothing to do, the collect, the report."""
+    install or a build that had nothing to do, the collect, the report. A run started with
+    --tags teaches nothing (it plays parts of phases); of one with --skip-tags, the phases it
+    left out teach nothing."""
     found: dict[tuple[str, int], list[float]] = defaultdict(list)
     for folder, count in _run_folders(database, gpus_per_node):
-        windows = [w for w in phase_windows(read_play_times(folder)) if w.phase in LEARNED_PHASES]
-        if count != nodes or not windows:
+        recorded = read_play_times(folder)
+        played = TagSelection(recorded.tags, recorded.skip_tags)
+        windows = [
+            w for w in phase_windows(recorded.plays)
+            if w.phase in LEARNED_PHASES and played.phase_runs(w.phase)
+        ]  # fmt: skip
+        if count != nodes or not windows or set(played.run) != {"all"}:
             continue
         documents = (_sidecar(path) for path in sorted(folder.glob("raw/*/*.meta.json")))
         intervals = [i for d in documents if d is not None and (i := _interval(d)) is not None]
