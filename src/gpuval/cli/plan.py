@@ -22,7 +22,8 @@ each, the pair rounds (all pairs, or staged with what each faulty node adds at m
 predicted duration per phase and in all; with --price-per-hour, the cost. Each step's duration is
 the median of what earlier runs of the same step, sizes and node shape recorded (the sidecars of
 the run folders the history database lists), else a documented default (printed with its
-reason); every step says which.
+reason); every step says which. So is Ansible's own time in each phase, from the play times
+(plays.json) of earlier runs of as many nodes.
 
 The run is described by the inventory (the hosts of gpu_nodes, their gpuval_gpus_per_node and
 gpuval_ib_hcas), the profile and -e variables over the roles' defaults, as `gpuval run` would;
