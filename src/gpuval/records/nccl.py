@@ -89,10 +89,12 @@ class NcclTableLayout:
 
     halves: tuple[str, ...]
     extra: tuple[str, ...]
+    # The numbers each row stores: worked out once, read for every row and column of a table.
+    width: int = field(init=False, compare=False, repr=False)
 
-    @property
-    def width(self) -> int:
-        return len(ROW_NUMBERS) + len(self.halves) * (len(HALF_NUMBERS) + len(self.extra))
+    def __post_init__(self) -> None:
+        width = len(ROW_NUMBERS) + len(self.halves) * (len(HALF_NUMBERS) + len(self.extra))
+        object.__setattr__(self, "width", width)
 
 
 _LAYOUTS: dict[tuple[tuple[str, ...], tuple[str, ...]], NcclTableLayout] = {}
