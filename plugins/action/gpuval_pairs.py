@@ -104,8 +104,10 @@ options:
         variables (as the task sees them) and each host's facts (C(hostvars)), as
         roles/bench_pairs does; O(kinds) is then the plan's (RV(kinds)), not the option's.
       - Every planned entry then carries C(pair) (C(a--b)), C(hosts) and C(run), which holds for
-        each kind it tries the commands of both sides
-        (C(gpuval.plan.pair_plan.PairPlan.with_commands)).
+        each kind it tries the commands of both sides; C(parts), the role's task files each side
+        includes in order (C(a), C(b)); and C(collect_by), the part whose task brings the first
+        node's new files to the controller (empty when C(bench_pairs_collect_each_round) is
+        false) (C(gpuval.plan.pair_plan.PairPlan.with_commands)).
     type: bool
     default: false
 """

@@ -41,16 +41,19 @@ sys.exit(1)
 """
 
 
-def torchrun_plan(tmp_path: Path) -> PairPlan:
+def torchrun_plan(tmp_path: Path, collect_each_round: bool = False) -> PairPlan:
     """Four nodes with torch, each on its own loopback address (a pair's rendezvous is its
-    first node's), torchrun's Python replaced by the double."""
+    first node's), torchrun's Python replaced by the double; with `collect_each_round`, a
+    round's entries bring the first node's files to the controller."""
     double = tmp_path / "python3"
     double.write_text(DOUBLE.format(python=sys.executable, markers=str(tmp_path / "markers")))
     double.chmod(0o755)
     nodes = {
         h: NodeFacts(address=f"127.0.0.{i}", torch_version="2") for i, h in enumerate(HOSTS, 1)
     }
-    settings = PairSettings(python=str(double), allreduce_timeout_s=45)
+    settings = PairSettings(
+        python=str(double), allreduce_timeout_s=45, collect_each_round=collect_each_round
+    )
     return PairPlan(settings, nodes, HOSTS)
 
 
@@ -62,7 +65,7 @@ def run_tasks(tmp_path: Path, tasks: str, variables: dict[str, Any]) -> None:
             "gpuval_node_run_dir": str(run_dir / "node" / "{{ inventory_hostname }}"),
             "bench_pairs_peer_dir": str(tmp_path / "peers" / "{{ inventory_hostname }}"),
             "bench_pairs_run_dir": str(run_dir), "bench_pairs_collect_timeout_s": 60,
-            "bench_pairs_collect_each_round": False, **variables,
+            **variables,
         },
         "tasks": [{"name": "Run them", "ansible.builtin.include_tasks": str(
             REPO / "roles/bench_pairs/tasks" / tasks
@@ -106,16 +109,13 @@ def test_a_round_of_more_hosts_than_forks_starts_every_pair_together(tmp_path: P
 def test_a_host_in_no_pair_of_the_round_runs_nothing_not_even_the_collect(tmp_path: Path) -> None:
     """A search's confirmation round tests a few hosts of hundreds: the others skip it whole.
     The pair's second node writes only into its peer folder, so only the first collects."""
-    plan = torchrun_plan(tmp_path)
+    plan = torchrun_plan(tmp_path, collect_each_round=True)
     only = plan.rounds_with_commands([[pair_rounds.entry(1, "node1", "node4", {"allreduce": 1})]])
     for host in HOSTS:  # what an earlier phase left on every node
         node = tmp_path / "run" / "node" / host
         node.mkdir(parents=True)
         (node / "earlier.txt").write_text("an earlier phase's output\n")
-    run_tasks(
-        tmp_path, "round.yml",
-        {"bench_pairs_round": only[0], "bench_pairs_collect_each_round": True},
-    )  # fmt: skip
+    run_tasks(tmp_path, "round.yml", {"bench_pairs_round": only[0]})
     raw = tmp_path / "run" / "raw"
     assert sorted(path.name for path in raw.iterdir()) == ["node1"]
     assert (raw / "node1" / "earlier.txt").is_file()

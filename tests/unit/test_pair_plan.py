@@ -420,3 +420,31 @@ def test_every_torchrun_is_started_at_once_and_outlives_its_kill() -> None:
     for side in sides:
         assert side["timeout"] == 300
         assert side["wait_timeout"] == side["timeout"] + 70
+
+
+@pytest.mark.parametrize(
+    ("tries", "collect_each_round", "first", "collect_by"),
+    [
+        # iperf3's clients bring the first node's files in their own task: no collect part.
+        ({"iperf3": 1}, True, ["iperf3"], "iperf3"),
+        # RDMA last: its clients bring them.
+        ({"rdma": 1, "iperf3": 1}, True, ["iperf3", "rdma"], "rdma"),
+        # nccl-tests last (run by mpirun, no gpuval_capture): a collect part of its own.
+        ({"nccl": 1, "iperf3": 1}, True, ["iperf3", "nccl", "entry_collect"], "entry_collect"),
+        ({"allreduce": 1}, True, ["allreduce", "entry_collect"], "entry_collect"),
+        # Nothing collected each round: no part collects.
+        ({"nccl": 1, "iperf3": 1}, False, ["iperf3", "nccl"], ""),
+    ],
+)
+def test_each_side_includes_its_kinds_in_order_and_only_the_first_collects(
+    tries: dict[str, int], collect_each_round: bool, first: list[str], collect_by: str
+) -> None:
+    nodes = {h: node(f"10.0.0.{i}", torch_version="2", has_gpu=True) for i, h in
+             enumerate(("node1", "node2"), 1)}  # fmt: skip
+    planned = plan(nodes, collect_each_round=collect_each_round).with_commands(
+        pair_rounds.entry(1, "node1", "node2", tries)
+    )
+    kinds = [part for part in first if part != "entry_collect"]
+    assert planned["parts"] == {"a": first, "b": kinds}
+    assert planned["collect_by"] == collect_by
+    assert list(planned["run"]) == kinds

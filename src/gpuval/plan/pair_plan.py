@@ -87,6 +87,7 @@ class PairSettings:
     # The rails of a pair measured at the same time (host memory, then GPU memory); false: one
     # lane after another, for diagnosis.
     rdma_parallel: bool = True
+    collect_each_round: bool = True
 
     @classmethod
     def variables(cls) -> list[str]:
@@ -180,11 +181,22 @@ NODE_VARIABLES = (
 
 
 class PlannedEntry(pair_rounds.Entry):
-    """A schedule entry with its label (`pair`: a--b), its two `hosts` and what they `run`."""
+    """A schedule entry with its label (`pair`: a--b), its two `hosts`, what they `run`, and the
+    role's task files each side includes, in order (`parts`: "a", "b"); `collect_by`: the part
+    whose task brings the first node's new files to the controller ("" where none does)."""
 
     pair: str
     hosts: list[str]
     run: dict[str, dict[str, Any]]
+    parts: dict[str, list[str]]
+    collect_by: str
+
+
+# The kinds whose clients' task (a gpuval_capture) brings the first node's new files itself, when
+# one is the entry's last: a round then costs no collect task of its own. After the others (the
+# all-reduce, nccl-tests), the role's ENTRY_COLLECT part does.
+SELF_COLLECTING_KINDS = ("iperf3", "rdma")
+ENTRY_COLLECT = "entry_collect"
 
 
 # Seconds gpuval_capture waits between SIGTERM and SIGKILL of a step past its timeout (the plan
@@ -534,11 +546,20 @@ class PairPlan:
             "nccl": self._nccl,
             "rdma": self._rdma,
         }
+        kinds = [kind for kind in steps.PAIR_KINDS if kind in item["tries"]]
+        collect_by = ""
+        if self.settings.collect_each_round and kinds:
+            collect_by = kinds[-1] if kinds[-1] in SELF_COLLECTING_KINDS else ENTRY_COLLECT
+        # Only the first node writes into its run folder (the second's servers and torchrun
+        # write into the peer folder, which stays on the node): only it collects.
+        first = kinds + ([ENTRY_COLLECT] if collect_by == ENTRY_COLLECT else [])
         return {
             **item,
             "pair": f"{item['a']}{PAIR_SEPARATOR}{item['b']}",
             "hosts": [item["a"], item["b"]],
-            "run": {kind: build[kind](item) for kind in item["tries"]},
+            "run": {kind: build[kind](item) for kind in kinds},
+            "parts": {"a": first, "b": kinds},
+            "collect_by": collect_by,
         }
 
     def rounds_with_commands(
