@@ -11,9 +11,9 @@ import subprocess
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 
+from gpuval.plan.step_history import busy_seconds, sidecar_intervals
 from tests.e2e.doubles import REPO, TOOLKIT_VARS, VENV_BIN
 from tests.simhosts.cluster import Cluster
 
@@ -108,21 +108,7 @@ def record(line: str) -> None:
 def process_seconds(run_dir: Path) -> float:
     """Wall time during which a captured benchmark process ran on some node: the union of the
     [started_at, ended_at] intervals of every sidecar of the run (concurrent ones count once)."""
-    intervals = []
-    for path in run_dir.glob("raw/*/*.meta.json"):
-        meta = json.loads(path.read_text())
-        if meta.get("started_at") and meta.get("ended_at") and not meta.get("skipped"):
-            intervals.append((_stamp(meta["started_at"]), _stamp(meta["ended_at"])))
-    total, reach = 0.0, float("-inf")
-    for start, end in sorted(intervals):
-        if end > reach:
-            total += end - max(start, reach)
-            reach = end
-    return total
-
-
-def _stamp(text: str) -> float:
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    return busy_seconds(sidecar_intervals(run_dir))
 
 
 # The pair phase's iperf3 pairs, shorter than a cluster's: the benchmark.yml runs are about

@@ -17,7 +17,7 @@ import pytest
 from gpuval.history.store import TABLES
 from gpuval.plan import duration, inputs, plan_model
 from gpuval.plan.play_times import PLAYS_FILE, PlayTime, phase_windows, read_play_times
-from gpuval.plan.step_history import measured_phase_overheads
+from gpuval.plan.step_history import busy_seconds, measured_phase_overheads
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULTS = inputs.role_defaults(ROOT / "roles")
@@ -124,6 +124,15 @@ def test_the_plan_takes_the_median_and_the_setup_steps_are_within_it(history: Pa
     build = next(p for p in learned.phases if p.name == "build")  # no run kept a build play
     assert build == next(p for p in default.phases if p.name == "build")
     assert "phase-overhead" in learned.defaults_used  # build and the rest still use it
+
+
+def test_busy_time_counts_concurrent_steps_once_and_only_inside_the_window() -> None:
+    intervals = [(T0 + timedelta(seconds=a), T0 + timedelta(seconds=b)) for _, a, b in STEPS]
+    # [3, 8] + [11, 14] + [21, 23.5]
+    assert busy_seconds(intervals) == 5.0 + 3.0 + 2.5
+    # the preflight's window, [2, 12]: [3, 8] and [11, 12]
+    assert busy_seconds(intervals, T0 + timedelta(seconds=2), T0 + timedelta(seconds=12)) == 6.0
+    assert busy_seconds([]) == 0.0
 
 
 def test_a_plays_file_that_cannot_be_read_teaches_nothing(tmp_path: Path) -> None:

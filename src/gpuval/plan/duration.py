@@ -82,17 +82,14 @@ class _Planner:
         self.shape, self.v, self.costs = shape, variables, costs
         self.waves = batches(shape.nodes, shape.forks)
         self.occurrences: dict[str, int] = {}  # the phases priced so far, in the run's order
-        self.learned: set[str] = set()  # phases whose Ansible time the history gave
 
     def overhead(self, phase: str, plays: int = 1) -> StepCost:
         """Ansible's own time for the phase's plays: what earlier runs of as many nodes took,
         else a fixed part once per wave of `forks` hosts, and its work for each host spread
         over the controller's cores. Called once per phase, in the run's order."""
-        occurrence = self.occurrences.get(phase, 0)
-        self.occurrences[phase] = occurrence + 1
-        learned = self.costs.overheads.get((phase, occurrence))
+        self.occurrences[phase] = self.occurrences.get(phase, 0) + 1
+        learned = self._learned(phase)
         if learned:
-            self.learned.add(phase)
             return StepCost(phase, "Ansible's own time", "phase-overhead", 1, median(learned),
                             f"history: median of {len(learned)}")  # fmt: skip
         self.costs.defaults_used["phase-overhead"] = DEFAULTS["phase-overhead"].reason
@@ -117,12 +114,16 @@ class _Planner:
         each, source = self.costs.each(key, default_s, *defaults)
         return StepCost(phase, step, key, count, each, source, timeout_s, switch)
 
+    def _learned(self, phase: str) -> Sequence[float]:
+        """What the history gave for Ansible's time in the phase's occurrence priced last."""
+        return self.costs.overheads.get((phase, self.occurrences.get(phase, 0) - 1), ())
+
     def setup_step(self, phase: str, step: str, key: str, count: int,
                    timeout_s: float | None = None) -> StepCost:  # fmt: skip
         """A phase's work that writes no sidecar (install, build, the collect and report): its
         default, or nothing of its own where the history gave the phase's Ansible time, which
         holds it (call after the phase's `overhead`)."""
-        if phase in self.learned:
+        if self._learned(phase):
             return StepCost(phase, step, key, 1, 0.0, "history: in Ansible's own time", timeout_s)
         return self.step(phase, step, key, DEFAULTS[key].seconds, key, count=count,
                          timeout_s=timeout_s)  # fmt: skip

@@ -25,7 +25,7 @@ from typing import Any
 
 from gpuval.plan import steps
 from gpuval.plan.phase_tags import TagSelection
-from gpuval.plan.play_times import PhaseWindow, instant, phase_windows, read_play_times
+from gpuval.plan.play_times import instant, phase_windows, read_play_times
 
 # Flags whose values shape a step's duration, per tool word on the command line.
 SIZE_FLAGS = ("-b", "-e", "-f", "-n", "-w", "-t", "-D", "--min-bytes", "--max-bytes")
@@ -135,19 +135,26 @@ def _interval(document: dict[str, Any]) -> Interval | None:
     return start, end
 
 
-def busy_seconds(intervals: Sequence[Interval], window: PhaseWindow) -> float:
-    """Seconds of `window` during which at least one of `intervals` (steps running on some
-    node) was under way."""
+def sidecar_intervals(run_dir: Path) -> list[Interval]:
+    """When each step of a run folder ran: its sidecar's start and end (the node's clock)."""
+    documents = (_sidecar(path) for path in sorted(run_dir.glob("raw/*/*.meta.json")))
+    return [i for d in documents if d is not None and (i := _interval(d)) is not None]
+
+
+def busy_seconds(intervals: Sequence[Interval], start: datetime | None = None,
+                 end: datetime | None = None) -> float:  # fmt: skip
+    """Seconds during which at least one of `intervals` (steps running on some node) was under
+    way: concurrent ones count once; only those between `start` and `end`, when given."""
     clipped = sorted(
-        (max(start, window.start), min(end, window.end))
-        for start, end in intervals
-        if start < window.end and end > window.start
+        (max(begun, start) if start else begun, min(ended, end) if end else ended)
+        for begun, ended in intervals
+        if (end is None or begun < end) and (start is None or ended > start)
     )
-    total, reach = 0.0, window.start
-    for start, end in clipped:
-        if end > reach:
-            total += (end - max(start, reach)).total_seconds()
-            reach = end
+    total, reach = 0.0, None
+    for begun, ended in clipped:
+        if reach is None or ended > reach:
+            total += (ended - (begun if reach is None else max(begun, reach))).total_seconds()
+            reach = ended
     return total
 
 
@@ -171,9 +178,8 @@ def measured_phase_overheads(
         ]  # fmt: skip
         if count != nodes or not windows or set(played.run) != {"all"}:
             continue
-        documents = (_sidecar(path) for path in sorted(folder.glob("raw/*/*.meta.json")))
-        intervals = [i for d in documents if d is not None and (i := _interval(d)) is not None]
+        intervals = sidecar_intervals(folder)
         for window in windows:
-            own = window.duration_s - busy_seconds(intervals, window)
+            own = window.duration_s - busy_seconds(intervals, window.start, window.end)
             found[(window.phase, window.occurrence)].append(max(own, 0.0))
     return dict(found)
