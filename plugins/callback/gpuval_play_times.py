@@ -8,9 +8,12 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ansible.plugins.callback import CallbackBase
+
+if TYPE_CHECKING:
+    from gpuval.plan.play_times import PlayTime
 
 DOCUMENTATION = r"""
 ---
@@ -47,7 +50,7 @@ class CallbackModule(CallbackBase):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.run_dir: Path | None = None
-        self.plays: list[Any] = []  # gpuval.plan.play_times.PlayTime, of the plays that ended
+        self.plays: list[PlayTime] = []  # the plays that ended
         self.current: tuple[str, str, str, float] | None = None  # name, phase, start, monotonic
 
     def v2_playbook_on_play_start(self, play: Any) -> None:
