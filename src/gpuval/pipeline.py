@@ -12,8 +12,9 @@ rules) and against a baseline (gpuval.checks.baseline) when there are any:
   `default` baseline when there is one.
 
 Then the outputs: results.json, summary.json, junit.xml, measurements.csv, report.html,
-gpuval.prom (Prometheus) and profile.json, all rendered first and written together, all or none
-(gpuval.files.atomic: a failed render or a full disk leaves the previous ones whole); the run's rows
+gpuval.prom (Prometheus) and profile.json, each written to a hidden temporary while the next one
+renders, then all put in place together, all or none (gpuval.files.atomic: a failed render or a
+full disk leaves the previous ones whole); the run's rows
 in the history database of its reports folder (RUN_DIR/..; none with --out), and a webhook
 notification when the verdict fails and $GPUVAL_WEBHOOK_URL is set.
 
@@ -108,11 +109,11 @@ class RenderError(Exception):
     """An output could not be rendered (a gpuval bug); nothing was written."""
 
 
-def rendered_outputs(judgement: RunJudgement, target: Path, prometheus_file: Path | None
-                     ) -> OutputSet:  # fmt: skip
-    """Every file of a report, rendered into memory before any is written: a renderer that
-    fails leaves the previous files as they were, never half of them replaced."""
-    outputs = OutputSet()
+def _render_outputs(judgement: RunJudgement, target: Path, prometheus_file: Path | None,
+                    outputs: OutputSet) -> None:  # fmt: skip
+    """Every file of a report into `outputs`, each written behind to its temporary while the
+    next renders; none replaced before all are: a renderer that fails leaves the previous
+    files as they were, never half of them replaced."""
     outputs.add(target / RESULTS_FILE, results_json(judgement))
     outputs.add(target / MEASUREMENTS_FILE, measurements_csv(judgement.measurements))
     for name, content in report_files(judgement).items():
@@ -123,7 +124,6 @@ def rendered_outputs(judgement: RunJudgement, target: Path, prometheus_file: Pat
         outputs.add(prometheus_file, prometheus)
     if judgement.profile is not None:
         outputs.add(target / PROFILE_RECORD, json_text(judgement.profile.record()))
-    return outputs
 
 
 def write_outputs(
@@ -132,8 +132,15 @@ def write_outputs(
     """Write results.json, measurements.csv, report.html, summary.json, junit.xml, gpuval.prom
     (and `prometheus_file`) and profile.json into `target`, all or none. RenderError when one
     cannot be rendered, OutputError when they cannot be written."""
+    outputs = OutputSet(write_behind=True)
     try:
-        outputs = rendered_outputs(judgement, target, prometheus_file)
+        try:
+            _render_outputs(judgement, target, prometheus_file, outputs)
+        except BaseException:
+            outputs.discard()  # what was written behind goes, whatever stopped the render
+            raise
+    except OutputError:
+        raise
     except (SchemaError, Unresolvable) as problem:
         raise RenderError(
             f"results.json would not match its schema, nothing written "

@@ -169,6 +169,41 @@ def test_a_render_that_fails_half_way_leaves_the_previous_set_whole(
     assert temporaries(run) == []
 
 
+def test_written_behind_each_file_waits_hidden_until_the_commit_or_goes_on_discard(
+    tmp_path: Path,
+) -> None:
+    first, last = tmp_path / "a.json", tmp_path / "b.csv"
+    first.write_text("old a\n")
+    for ending in ("commit", "discard"):
+        written = OutputSet(write_behind=True)
+        written.add(first, "new a\n")
+        written.add(last, "first b\n")
+        written.add(last, "new b\n")  # added twice: the last is written
+        assert first.read_text() == "old a\n" and not last.exists()
+        if ending == "discard":
+            written.discard()
+            assert first.read_text() == "old a\n" and not last.exists()
+        else:
+            written.commit()
+            assert (first.read_text(), last.read_text()) == ("new a\n", "new b\n")
+            first.write_text("old a\n")
+            last.unlink()
+        assert temporaries(tmp_path) == []
+
+
+def test_written_behind_a_link_is_refused_when_added(tmp_path: Path) -> None:
+    marker, link = tmp_path / "precious", tmp_path / "a.json"
+    marker.write_text("the user's own file\n")
+    link.symlink_to(marker)
+    written = OutputSet(write_behind=True)
+    written.add(tmp_path / "b.json", "b\n")
+    with pytest.raises(OutputError, match="a symbolic link; gpuval never writes through a link"):
+        written.add(link, "a\n")
+    written.discard()
+    assert marker.read_text() == "the user's own file\n"
+    assert temporaries(tmp_path) == [] and not (tmp_path / "b.json").exists()
+
+
 def test_a_set_whose_last_file_fails_replaces_none(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -21,6 +21,7 @@ import os
 import re
 import secrets
 import stat
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
@@ -120,39 +121,84 @@ def _sync_folder(folder: Path) -> None:
             os.close(descriptor)
 
 
+def _make_folder(folder: Path) -> None:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except FileExistsError as problem:
+        raise OutputError(f"{folder}: not a folder; name a folder to write into") from problem
+    except OSError as problem:
+        if problem.errno in DISK_FULL:
+            raise disk_full(folder.parent, folder.name) from problem
+        raise OutputError(
+            f"{folder}: cannot make the folder: {problem.strerror or problem}"
+        ) from problem
+
+
 class OutputSet:
     """Files written together: every one to a temporary first, all renamed into place only
     when all were written; on any failure the temporaries are removed and nothing is replaced.
     (Renaming within a folder allocates nothing, so a full disk cannot stop it half-way.)
     Not `durable`: no fsync, still renamed whole into place (a file a power loss may leave
-    torn is then one its reader can do without)."""
+    torn is then one its reader can do without).
 
-    def __init__(self, durable: bool = True) -> None:
+    `write_behind`: each file is written to its temporary as soon as it is added, by a thread
+    of its own, while the caller renders the next (its text is not kept until the commit; a
+    link where it goes is refused at once). The caller commits, or discards on failure."""
+
+    def __init__(self, durable: bool = True, write_behind: bool = False) -> None:
         self._contents: dict[Path, bytes] = {}
         self._durable = durable
+        self._writer = ThreadPoolExecutor(1) if write_behind else None
+        self._written: dict[Path, Future[Path]] = {}
 
     def add(self, path: Path, content: str | bytes) -> None:
-        """Write `content` (text: UTF-8) to `path` when the set is committed."""
-        self._contents[path] = content.encode("utf-8") if isinstance(content, str) else content
+        """Write `content` (text: UTF-8) to `path` when the set is committed (write_behind:
+        to its temporary now; raises OutputError for a path it must refuse)."""
+        data = content.encode("utf-8") if isinstance(content, str) else content
+        if self._writer is None:
+            self._contents[path] = data
+            return
+        if (replaced := self._written.pop(path, None)) is not None:  # added twice: the last
+            with contextlib.suppress(OutputError):
+                replaced.result().unlink(missing_ok=True)
+        _make_folder(path.parent)
+        mode = existing_mode(path)
+        self._written[path] = self._writer.submit(_write_temporary, path, data, mode, self._durable)
+
+    def _temporaries_written(self) -> dict[Path, Path]:
+        """The temporaries written behind, once all are; the first OutputError met (all of
+        them removed) when one could not be."""
+        temporaries: dict[Path, Path] = {}
+        problem: Exception | None = None
+        for path, written in self._written.items():
+            try:
+                temporaries[path] = written.result()
+            except Exception as failed:  # OutputError, or a bug: raised once all have ended
+                problem = problem or failed
+        self._written = {}
+        if self._writer is not None:
+            self._writer.shutdown()
+        if problem is not None:
+            for temporary in temporaries.values():
+                temporary.unlink(missing_ok=True)
+            raise problem
+        return temporaries
+
+    def discard(self) -> None:
+        """Replace nothing: what was written behind is removed, what was added dropped."""
+        with contextlib.suppress(OutputError):
+            for temporary in self._temporaries_written().values():
+                temporary.unlink(missing_ok=True)
+        self._contents = {}
 
     def commit(self) -> None:
         """Write every file (making missing folders); raises OutputError, nothing replaced."""
-        for folder in {path.parent for path in self._contents}:
-            try:
-                folder.mkdir(parents=True, exist_ok=True)
-            except FileExistsError as problem:
-                raise OutputError(
-                    f"{folder}: not a folder; name a folder to write into"
-                ) from problem
-            except OSError as problem:
-                if problem.errno in DISK_FULL:
-                    raise disk_full(folder.parent, folder.name) from problem
-                raise OutputError(
-                    f"{folder}: cannot make the folder: {problem.strerror or problem}"
-                ) from problem
-        modes = {path: existing_mode(path) for path in self._contents}
-        temporaries: dict[Path, Path] = {}
+        temporaries = self._temporaries_written()
+        folders = {path.parent for path in [*self._contents, *temporaries]}
         try:
+            for folder in {path.parent for path in self._contents}:
+                _make_folder(folder)
+            modes = {path: existing_mode(path) for path in self._contents}
             for path, data in self._contents.items():
                 temporaries[path] = _write_temporary(path, data, modes[path], self._durable)
             for path, temporary in list(temporaries.items()):
@@ -162,7 +208,7 @@ class OutputSet:
             for temporary in temporaries.values():
                 temporary.unlink(missing_ok=True)
         if self._durable:
-            for folder in {path.parent for path in self._contents}:
+            for folder in folders:
                 _sync_folder(folder)
 
 
