@@ -166,8 +166,8 @@ class OutputSet:
         self._written[path] = self._writer.submit(_write_temporary, path, data, mode, self._durable)
 
     def _temporaries_written(self) -> dict[Path, Path]:
-        """The temporaries written behind, once all are; the first OutputError met (all of
-        them removed) when one could not be."""
+        """The temporaries written behind, once all are; when one could not be, the first
+        problem met (OutputError, or a bug) is raised, every temporary removed."""
         temporaries: dict[Path, Path] = {}
         problem: Exception | None = None
         for path, written in self._written.items():
@@ -185,8 +185,9 @@ class OutputSet:
         return temporaries
 
     def discard(self) -> None:
-        """Replace nothing: what was written behind is removed, what was added dropped."""
-        with contextlib.suppress(OutputError):
+        """Replace nothing: what was written behind is removed, what was added dropped (a
+        problem writing it is not raised: the caller is handling its own)."""
+        with contextlib.suppress(Exception):
             for temporary in self._temporaries_written().values():
                 temporary.unlink(missing_ok=True)
         self._contents = {}
