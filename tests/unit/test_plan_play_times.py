@@ -1,12 +1,15 @@
 """gpuval plan learns Ansible's own time per phase from earlier runs: each phase's play times
 (plays.json, written by the gpuval_play_times callback) less the seconds a step of some node was
-running (its sidecars). The expected seconds are worked out by hand from the times written here."""
+running (its sidecars); and per round of pairs: from a round's first step to the next round's,
+less the seconds a step of the round was running. The expected seconds are worked out by hand
+from the times written here."""
 
 from __future__ import annotations
 
 import json
 import runpy
 import sqlite3
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
@@ -17,7 +20,11 @@ import pytest
 from gpuval.history.store import TABLES
 from gpuval.plan import duration, inputs, plan_model
 from gpuval.plan.play_times import PLAYS_FILE, PlayTime, phase_windows, read_play_times
-from gpuval.plan.step_history import busy_seconds, measured_phase_overheads
+from gpuval.plan.step_history import (
+    busy_seconds,
+    measured_phase_overheads,
+    measured_round_overheads,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULTS = inputs.role_defaults(ROOT / "roles")
@@ -47,16 +54,21 @@ PLAYS: Plays = [
 STEPS = [("n1", 3, 6), ("n2", 4, 8), ("n1", 11, 13), ("n2", 13, 14), ("n1", 21, 23.5)]
 
 
-def write_run(reports: Path, name: str, nodes: int, gpus: int, plays: Plays,
-              steps: list[tuple[str, float, float]], tags: tuple[str, ...] = ("all",),
-              skip_tags: tuple[str, ...] = ()) -> Path:  # fmt: skip
+# (host, start, end), or (host, start, end, step name)
+Steps = Sequence[tuple[Any, ...]]
+
+
+def write_run(reports: Path, name: str, nodes: int, gpus: int, plays: Plays, steps: Steps,
+              tags: tuple[str, ...] = ("all",), skip_tags: tuple[str, ...] = ()
+              ) -> Path:  # fmt: skip
     run = reports / name
-    for index, (host, start, end) in enumerate(steps):
+    for index, (host, start, end, *named) in enumerate(steps):
         folder = run / "raw" / host
         folder.mkdir(parents=True, exist_ok=True)
-        sidecar = {"name": f"step{index}", "started_at": at(start), "ended_at": at(end),
+        step = named[0] if named else f"step{index}"
+        sidecar = {"name": step, "started_at": at(start), "ended_at": at(end),
                    "duration_s": end - start, "exit_code": 0}  # fmt: skip
-        (folder / f"step{index}.meta.json").write_text(json.dumps(sidecar))
+        (folder / f"{step}.meta.json").write_text(json.dumps(sidecar))
     run.mkdir(parents=True, exist_ok=True)
     document = {"schema_version": 1, "tags": list(tags), "skip_tags": list(skip_tags), "plays": [
         {"name": n, "phase": p, "started_at": at(s), "duration_s": d} for n, p, s, d in plays
@@ -133,6 +145,83 @@ def test_busy_time_counts_concurrent_steps_once_and_only_inside_the_window() -> 
     # the preflight's window, [2, 12]: [3, 8] and [11, 12]
     assert busy_seconds(intervals, T0 + timedelta(seconds=2), T0 + timedelta(seconds=12)) == 6.0
     assert busy_seconds([]) == 0.0
+
+
+def iperf3(round_: int, a: str, b: str, there: tuple[float, float], back: tuple[float, float],
+           attempt: int = 1) -> list[tuple[str, float, float, str]]:  # fmt: skip
+    """A pair's two iperf3 steps, both on its first host: a->b, then b->a."""
+    return [(a, *there, f"pair-iperf3-r{round_}-{a}--{b}-try{attempt}"),
+            (a, *back, f"pair-iperf3-r{round_}-{b}--{a}-try{attempt}")]  # fmt: skip
+
+
+# Four nodes, all pairs, the pairs of a round at once. Round 1 is busy [10, 14.2] and
+# [14.5, 18.4] (8.1 s) and round 2 starts 11 s after it: 2.9 s of Ansible; round 2 is busy
+# [21, 25.1] and [25.4, 29.2] (7.9 s), round 3 starts 11 s after it: 3.1 s. Round 3 is the last:
+# what follows it (the health after) is no round's.
+PARALLEL = [
+    *iperf3(1, "n1", "n4", (10, 14), (14.5, 18)),
+    *iperf3(1, "n2", "n3", (10.2, 14.2), (14.6, 18.4)),
+    *iperf3(2, "n1", "n3", (21, 25), (25.5, 29)),
+    *iperf3(2, "n4", "n2", (21.3, 25.1), (25.4, 29.2)),
+    *iperf3(3, "n1", "n2", (32, 36), (36.5, 40)),
+    *iperf3(3, "n3", "n4", (32.1, 36), (36.4, 40.1)),
+    ("n1", 45, 46, "health-kernel-log-after"),
+]
+# The same nodes, one pair after another: each pair's try is a round of two hosts. 5 s from the
+# first to the second, 4 s busy: 1 s; 5.5 s to the third, 4 s busy: 1.5 s. The second node's
+# side (a peer- step) is the pair's own.
+SEQUENTIAL = [
+    *iperf3(1, "n1", "n4", (0, 2), (2, 4)), ("n4", 1, 2, "peer-allreduce-r1-n1--n4-try1"),
+    *iperf3(1, "n2", "n3", (5, 7), (7, 9)), *iperf3(2, "n1", "n3", (10.5, 12.5), (12.5, 14.5)),
+]  # fmt: skip
+# Staged: the screen's all-nodes test, a round of pairs [8, 12], a group test starting at 14,
+# a round [20, 24], another 7 s after it: 3 s; the first round's time holds the group test's
+# Ansible too, and is left out.
+STAGED = [
+    ("n1", 0, 5, "allnodes-allreduce-r1"), *iperf3(1, "n1", "n2", (8, 10), (10, 12)),
+    ("n1", 14, 16, "allnodes-allreduce-r2"), *iperf3(2, "n1", "n3", (20, 22), (22, 24)),
+    *iperf3(3, "n1", "n4", (27, 29), (29, 30)),
+]  # fmt: skip
+
+
+@pytest.fixture
+def rounds_history(tmp_path: Path) -> Path:
+    write_run(tmp_path, "parallel", 4, 8, [], PARALLEL)
+    write_run(tmp_path, "sequential", 4, 8, [], SEQUENTIAL)
+    write_run(tmp_path, "staged", 4, 8, [], STAGED)
+    write_run(tmp_path, "three", 3, 8, [], PARALLEL)  # three nodes: not this plan's
+    return tmp_path / "history.sqlite"
+
+
+def test_a_round_of_pairs_is_its_time_to_the_next_less_the_time_its_steps_ran(
+    rounds_history: Path,
+) -> None:
+    learned = measured_round_overheads(rounds_history, 8, 4)
+    assert {
+        tested: sorted(round(s, 6) for s in seconds) for tested, seconds in learned.items()
+    } == {
+        4: [2.9, 3.1],
+        2: [1.0, 1.5, 3.0],
+    }
+
+
+def test_the_plan_prices_each_round_of_as_many_hosts_at_the_median_learned(
+    rounds_history: Path,
+) -> None:
+    shape = plan_model.Shape(("n1", "n2", "n3", "n4"), 8, 0, controller_cores=2)
+    learned = duration.estimate_from_history(shape, DEFAULTS, rounds_history)
+    pairs = next(p for p in learned.phases if p.name == "pairs")
+    ansible = [(s.key, s.count, round(s.each_s, 6), s.source) for s in pairs.steps[1:]
+               if not s.key.startswith("pair-")]  # fmt: skip
+    # three rounds of the four hosts at once, the controller's share within what was learned
+    assert ansible == [("round-overhead", 3, 3.0, "history: median of 2 round(s)")]
+    one_at_a_time = duration.estimate_from_history(
+        shape, {**DEFAULTS, "bench_pairs_parallel": False}, rounds_history
+    )
+    pairs = next(p for p in one_at_a_time.phases if p.name == "pairs")
+    assert [(s.count, s.each_s) for s in pairs.steps if s.key == "round-overhead"] == [
+        (6, 1.5)  # six pairs, the median of 1, 1.5 and 3 s
+    ]
 
 
 def test_a_plays_file_that_cannot_be_read_teaches_nothing(tmp_path: Path) -> None:

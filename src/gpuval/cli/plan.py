@@ -23,7 +23,8 @@ predicted duration per phase and in all; with --price-per-hour, the cost. Each s
 the median of what earlier runs of the same step, sizes and node shape recorded (the sidecars of
 the run folders the history database lists), else a documented default (printed with its
 reason); every step says which. So is Ansible's own time in each phase, from the play times
-(plays.json) of earlier runs of as many nodes.
+(plays.json) of earlier runs of as many nodes, and in each round of pairs, from those runs' rounds
+of as many hosts.
 
 The run is described by the inventory (the hosts of gpu_nodes, their gpuval_gpus_per_node and
 gpuval_ib_hcas), the profile and -e variables over the roles' defaults, as `gpuval run` would;

@@ -38,17 +38,26 @@ from gpuval.plan.step_costs import (
     p2p_seconds,
     sweep_seconds,
 )
-from gpuval.plan.step_history import measured_durations, measured_phase_overheads, median
+from gpuval.plan.step_history import (
+    measured_durations,
+    measured_phase_overheads,
+    measured_round_overheads,
+    median,
+)
 
 # Per (phase, occurrence), Ansible's own time in earlier runs (step_history).
 Overheads = Mapping[tuple[str, int], Sequence[float]]
+# Per count of hosts a round of pairs tests, Ansible's own time in each such round of earlier
+# runs of as many nodes (step_history).
+RoundOverheads = Mapping[int, Sequence[float]]
 
 
 class _Costs:
     """Step durations: the history's median where it has the key, else the default."""
 
-    def __init__(self, measured: Mapping[str, Sequence[float]], overheads: Overheads) -> None:
-        self.measured, self.overheads = measured, overheads
+    def __init__(self, measured: Mapping[str, Sequence[float]], overheads: Overheads,
+                 rounds: RoundOverheads) -> None:  # fmt: skip
+        self.measured, self.overheads, self.rounds = measured, overheads, rounds
         self.defaults_used: dict[str, str] = {}
 
     def each(self, key: str, default_s: float, *defaults: str) -> tuple[float, str]:
@@ -387,13 +396,16 @@ def _pairs_phase(p: _Planner, plan: steps.RunPlan, mode: str
         """`rounds` rounds of pairs over every node."""
         turns = costs.turns(shape.nodes)
         body = [replace(k, count=k.count * rounds * turns) for k in kinds]
-        overhead = "per round: Ansible and the collect"
-        body.append(
-            StepCost(
-                "pairs", overhead, "round-overhead", rounds * round_waves, costs.round_fixed_s,
-                "default",
-            )
-        )  # fmt: skip
+        learned = p.costs.rounds.get(all_pairs_tested)
+        if learned:  # earlier runs' rounds of as many hosts: the controller's share is in them
+            return [*body, StepCost(
+                "pairs", "per round: Ansible and the controller", "round-overhead",
+                rounds, median(learned), f"history: median of {len(learned)} round(s)",
+            )]  # fmt: skip
+        body.append(StepCost(
+            "pairs", "per round: Ansible and the collect", "round-overhead", rounds * round_waves,
+            costs.round_fixed_s, "default",
+        ))  # fmt: skip
         body.append(controller_share(rounds, all_pairs_tested))
         p.costs.defaults_used["round-overhead"] = DEFAULTS["round-overhead"].reason
         return body
@@ -401,7 +413,8 @@ def _pairs_phase(p: _Planner, plan: steps.RunPlan, mode: str
     if mode == "all-pairs":
         rounds = scale["all-pairs"]
         body = pair_rounds(rounds)
-        note = f"all pairs: {rounds} round(s) of {shape.nodes // 2} pair(s) at once"
+        at_once = f"round(s) of {shape.nodes // 2} pair(s) at once" if parallel else "pair(s)"
+        note = f"all pairs: {rounds} {at_once}" + ("" if parallel else ", one after another")
         # A faulty node is in a failing pair of every round it plays (N-1 of them), and the
         # repeats pack failing pairs into disjoint pairs: N-1 repeat rounds of its one pair,
         # each try again.
@@ -535,13 +548,14 @@ def estimate(
     variables: Mapping[str, Any],
     measured: Mapping[str, Sequence[float]],
     overheads: Overheads | None = None,
+    round_overheads: RoundOverheads | None = None,
 ) -> RunEstimate:
     """The run's time plan from its shape, its role variables and the history's durations (of
-    steps, and of Ansible's own time per phase)."""
+    steps, and of Ansible's own time per phase and per round of pairs)."""
     v = Variables(variables)
     plan = steps.RunPlan.from_variables(variables)
     mode = steps.pairs_mode_for(v.text("bench_pairs_mode", "auto"), shape.nodes)
-    costs = _Costs(measured, overheads or {})
+    costs = _Costs(measured, overheads or {}, round_overheads or {})
     planner = _Planner(shape, v, costs)
     pairs, rounds, fault, stage_costs = _pairs_phase(planner, plan, mode)
     phases = [
@@ -570,8 +584,11 @@ def estimate_from_history(
     shape: Shape, variables: Mapping[str, Any], database: Path
 ) -> RunEstimate:
     """The estimate with the durations the history database's runs recorded for its steps and
-    for Ansible's own time in its phases."""
+    for Ansible's own time in its phases and rounds of pairs."""
     first = estimate(shape, variables, {})
     measured = measured_durations(database, shape.gpus_per_node, cost_keys(first))
     overheads = measured_phase_overheads(database, shape.gpus_per_node, shape.nodes)
-    return estimate(shape, variables, measured, overheads) if measured or overheads else first
+    round_overheads = measured_round_overheads(database, shape.gpus_per_node, shape.nodes)
+    if not (measured or overheads or round_overheads):
+        return first
+    return estimate(shape, variables, measured, overheads, round_overheads)

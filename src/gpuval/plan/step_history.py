@@ -1,6 +1,7 @@
 """How long steps took in earlier runs: the sidecars of the run folders the history database lists;
-and Ansible's own time in each phase: what the phase's plays took (plays.json) beyond the time a
-step of the phase was running on some node.
+Ansible's own time in each phase: what the phase's plays took (plays.json) beyond the time a
+step of the phase was running on some node; and Ansible's own time in each round of pairs: from
+the round's first step to the next round's, less the time a step of the round was running.
 
 A step's cost key names what decides its duration: the step (or pair kind and RDMA memory), the
 sizes and seconds on its command line (nccl-tests -b/-e/-f/-n/-w, iperf3 -t, ib_write_bw -D, the
@@ -12,6 +13,7 @@ below the history package.
 
 from __future__ import annotations
 
+import itertools
 import json
 import shlex
 import sqlite3
@@ -19,6 +21,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from contextlib import closing
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -182,4 +185,81 @@ def measured_phase_overheads(
         for window in windows:
             own = window.duration_s - busy_seconds(intervals, window.start, window.end)
             found[(window.phase, window.occurrence)].append(max(own, 0.0))
+    return dict(found)
+
+
+@dataclass
+class _PlayedRound:
+    """Pair tries a run played at the same time (a round, or one pair of it where pairs ran one
+    after another): their steps' times and the hosts they tested."""
+
+    steps: list[Interval] = field(default_factory=list)
+    hosts: set[str] = field(default_factory=set)
+
+    @property
+    def start(self) -> datetime:
+        return min(begun for begun, _ in self.steps)
+
+    @property
+    def end(self) -> datetime:
+        return max(ended for _, ended in self.steps)
+
+
+def _played_rounds(run_dir: Path) -> tuple[list[_PlayedRound], list[datetime]]:
+    """The run's rounds of pairs in the order played, each the tries (a pair's round and try)
+    that overlapped in time; and when each step of no pair began."""
+    tries: dict[tuple[int, int, frozenset[str]], _PlayedRound] = defaultdict(_PlayedRound)
+    others: list[datetime] = []
+    for path in sorted(run_dir.glob("raw/*/*.meta.json")):
+        document = _sidecar(path)
+        interval = None if document is None else _interval(document)
+        if document is None or interval is None:
+            continue
+        name = str(document.get("name", ""))
+        pair = steps.pair_step(name)
+        if pair is None:
+            if not name.startswith(steps.PEER_PREFIX):  # a pair's second side is the pair's
+                others.append(interval[0])
+            continue
+        played = tries[(pair.round, pair.attempt, frozenset((pair.src, pair.dst)))]
+        played.steps.append(interval)
+        played.hosts |= {pair.src, pair.dst}
+    rounds: list[_PlayedRound] = []
+    for played in sorted(tries.values(), key=lambda t: t.start):
+        if rounds and played.start < rounds[-1].end:
+            rounds[-1].steps += played.steps
+            rounds[-1].hosts |= played.hosts
+        else:
+            rounds.append(_PlayedRound(list(played.steps), set(played.hosts)))
+    return rounds, others
+
+
+def _round_times(run_dir: Path) -> dict[int, list[float]]:
+    """Per count of hosts a round tested, Ansible's time in each round of the run's pairs but
+    its last: until the next round's first step, less the seconds a step of the round was
+    running. A round followed by a step of no pair (a group test of the staged search) before
+    the next is left out: its time is not the round's alone."""
+    rounds, others = _played_rounds(run_dir)
+    found: dict[int, list[float]] = defaultdict(list)
+    for played, following in itertools.pairwise(rounds):
+        if any(played.start < begun < following.start for begun in others):
+            continue
+        span = (following.start - played.start).total_seconds()
+        found[len(played.hosts)].append(max(span - busy_seconds(played.steps), 0.0))
+    return found
+
+
+def measured_round_overheads(
+    database: Path, gpus_per_node: int, nodes: int
+) -> dict[int, list[float]]:
+    """Per count of hosts a round tests, Ansible's own time in each round of pairs of earlier
+    runs of `nodes` nodes of the shape (see _round_times): its include, the servers' start,
+    the collect and judging, whatever the round's hosts, and the skipped include of every host
+    it left out. Sidecar times are the nodes' clocks: nodes whose clocks disagree move time
+    between rounds."""
+    found: dict[int, list[float]] = defaultdict(list)
+    for folder, count in _run_folders(database, gpus_per_node):
+        if count == nodes:
+            for tested, seconds in _round_times(folder).items():
+                found[tested] += seconds
     return dict(found)
