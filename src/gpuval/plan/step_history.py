@@ -207,10 +207,14 @@ class _PlayedRound:
 
 def _played_rounds(run_dir: Path) -> tuple[list[_PlayedRound], list[datetime]]:
     """The run's rounds of pairs in the order played, each the tries (a pair's round and try)
-    that overlapped in time; and when each step of no pair began."""
+    that overlapped in time; and when each group test of the staged search began. Only their
+    sidecars are read (a sidecar is named after its step): the pair phase runs nothing else,
+    and the other phases' steps come before or after its rounds."""
     tries: dict[tuple[int, int, frozenset[str]], _PlayedRound] = defaultdict(_PlayedRound)
     others: list[datetime] = []
-    for path in sorted(run_dir.glob("raw/*/*.meta.json")):
+    paths = [*run_dir.glob(f"raw/*/{steps.PAIR_STEP_PREFIX}*.meta.json"),
+             *run_dir.glob(f"raw/*/{steps.ALLNODES_ALLREDUCE}*.meta.json")]  # fmt: skip
+    for path in sorted(paths):
         document = _sidecar(path)
         interval = None if document is None else _interval(document)
         if document is None or interval is None:
@@ -218,8 +222,7 @@ def _played_rounds(run_dir: Path) -> tuple[list[_PlayedRound], list[datetime]]:
         name = str(document.get("name", ""))
         pair = steps.pair_step(name)
         if pair is None:
-            if not name.startswith(steps.PEER_PREFIX):  # a pair's second side is the pair's
-                others.append(interval[0])
+            others.append(interval[0])
             continue
         played = tries[(pair.round, pair.attempt, frozenset((pair.src, pair.dst)))]
         played.steps.append(interval)
@@ -237,12 +240,12 @@ def _played_rounds(run_dir: Path) -> tuple[list[_PlayedRound], list[datetime]]:
 def _round_times(run_dir: Path) -> dict[int, list[float]]:
     """Per count of hosts a round tested, Ansible's time in each round of the run's pairs but
     its last: until the next round's first step, less the seconds a step of the round was
-    running. A round followed by a step of no pair (a group test of the staged search) before
-    the next is left out: its time is not the round's alone."""
-    rounds, others = _played_rounds(run_dir)
+    running. A round followed by a group test of the staged search before the next is left
+    out: its time is not the round's alone."""
+    rounds, group_tests = _played_rounds(run_dir)
     found: dict[int, list[float]] = defaultdict(list)
     for played, following in itertools.pairwise(rounds):
-        if any(played.start < begun < following.start for begun in others):
+        if any(played.start < begun < following.start for begun in group_tests):
             continue
         span = (following.start - played.start).total_seconds()
         found[len(played.hosts)].append(max(span - busy_seconds(played.steps), 0.0))

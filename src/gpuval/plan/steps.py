@@ -78,6 +78,7 @@ PHASES = (
     "pairs",
 )
 
+PAIR_STEP_PREFIX = "pair-"  # what every pair step's name starts with (PAIR_STEP)
 PAIR_STEP = re.compile(
     r"^pair-(?P<kind>iperf3|allreduce|nccl|rdma)(?:-rail(?P<rail>\d+)-(?P<memory>host|cuda))?"
     r"-r(?P<round>\d+)-(?P<a>.+?)--(?P<b>.+)-try(?P<try>\d+)$"
@@ -243,7 +244,7 @@ def group_allreduce(round_number: int) -> str:
 
 def peer(name: str) -> str:
     """Where the second side of a pair or all-nodes test writes (never collected)."""
-    return PEER_PREFIX + name.removeprefix("pair-")
+    return PEER_PREFIX + name.removeprefix(PAIR_STEP_PREFIX)
 
 
 @dataclass(frozen=True)
@@ -294,7 +295,7 @@ def pair_step_name(
     if (kind == "rdma") != (lane is not None) or (lane and lane.memory not in RDMA_MEMORIES):
         raise ValueError(f"a rail and memory go with the rdma kind only: {kind!r}, {lane!r}")
     qualifier = f"-{lane.label}" if lane else ""
-    return f"pair-{kind}{qualifier}-r{round_}-{src}--{dst}-try{attempt}"
+    return f"{PAIR_STEP_PREFIX}{kind}{qualifier}-r{round_}-{src}--{dst}-try{attempt}"
 
 
 def pair_step(name: str) -> PairStep | None:
