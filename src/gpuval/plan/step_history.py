@@ -211,7 +211,7 @@ def _played_rounds(run_dir: Path) -> tuple[list[_PlayedRound], list[datetime]]:
     sidecars are read (a sidecar is named after its step): the pair phase runs nothing else,
     and the other phases' steps come before or after its rounds."""
     tries: dict[tuple[int, int, frozenset[str]], _PlayedRound] = defaultdict(_PlayedRound)
-    others: list[datetime] = []
+    group_tests: list[datetime] = []
     paths = [*run_dir.glob(f"raw/*/{steps.PAIR_STEP_PREFIX}*.meta.json"),
              *run_dir.glob(f"raw/*/{steps.ALLNODES_ALLREDUCE}*.meta.json")]  # fmt: skip
     for path in sorted(paths):
@@ -222,7 +222,7 @@ def _played_rounds(run_dir: Path) -> tuple[list[_PlayedRound], list[datetime]]:
         name = str(document.get("name", ""))
         pair = steps.pair_step(name)
         if pair is None:
-            others.append(interval[0])
+            group_tests.append(interval[0])
             continue
         played = tries[(pair.round, pair.attempt, frozenset((pair.src, pair.dst)))]
         played.steps.append(interval)
@@ -234,7 +234,7 @@ def _played_rounds(run_dir: Path) -> tuple[list[_PlayedRound], list[datetime]]:
             rounds[-1].hosts |= played.hosts
         else:
             rounds.append(_PlayedRound(list(played.steps), set(played.hosts)))
-    return rounds, others
+    return rounds, group_tests
 
 
 def _round_times(run_dir: Path) -> dict[int, list[float]]:
