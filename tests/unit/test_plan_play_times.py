@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from gpuval.history.store import TABLES
-from gpuval.plan import duration, inputs, plan_model
+from gpuval.plan import duration, inputs, plan_model, steps
 from gpuval.plan.play_times import PLAYS_FILE, PlayTime, phase_windows, read_play_times
 from gpuval.plan.step_history import (
     busy_seconds,
@@ -178,8 +178,8 @@ SEQUENTIAL = [
 # a round [20, 24], another 7 s after it: 3 s; the first round's time holds the group test's
 # Ansible too, and is left out.
 STAGED = [
-    ("n1", 0, 5, "allnodes-allreduce-r1"), *iperf3(1, "n1", "n2", (8, 10), (10, 12)),
-    ("n1", 14, 16, "allnodes-allreduce-r2"), *iperf3(2, "n1", "n3", (20, 22), (22, 24)),
+    ("n1", 0, 5, steps.group_allreduce(1)), *iperf3(1, "n1", "n2", (8, 10), (10, 12)),
+    ("n1", 14, 16, steps.group_allreduce(2)), *iperf3(2, "n1", "n3", (20, 22), (22, 24)),
     *iperf3(3, "n1", "n4", (27, 29), (29, 30)),
 ]  # fmt: skip
 

@@ -80,7 +80,8 @@ PHASES = (
 
 PAIR_STEP_PREFIX = "pair-"  # what every pair step's name starts with (PAIR_STEP)
 PAIR_STEP = re.compile(
-    r"^pair-(?P<kind>iperf3|allreduce|nccl|rdma)(?:-rail(?P<rail>\d+)-(?P<memory>host|cuda))?"
+    rf"^{PAIR_STEP_PREFIX}(?P<kind>iperf3|allreduce|nccl|rdma)"
+    r"(?:-rail(?P<rail>\d+)-(?P<memory>host|cuda))?"
     r"-r(?P<round>\d+)-(?P<a>.+?)--(?P<b>.+)-try(?P<try>\d+)$"
 )
 STEP_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
